@@ -1,0 +1,251 @@
+package materialize
+
+import (
+	"slices"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Op is a change event's operationType.
+type Op string
+
+// Operation types of MongoDB change events that concern the derivation.
+const (
+	OpInsert       Op = "insert"
+	OpUpdate       Op = "update"
+	OpReplace      Op = "replace"
+	OpDelete       Op = "delete"
+	OpDrop         Op = "drop"
+	OpRename       Op = "rename"
+	OpDropDatabase Op = "dropDatabase"
+	OpInvalidate   Op = "invalidate"
+)
+
+// Change is what a change event says about one source document, reduced to
+// what key extraction needs. Exactly one of the ID fields is meaningful,
+// according to Collection.
+type Change struct {
+	Collection string
+	Op         Op
+
+	SubmissionID bson.ObjectID // Collection == "submission"
+	HomeworkID   bson.ObjectID // Collection == "homework"
+	ProblemID    int64         // Collection == "problem"
+	UserID       string        // Collection == "user"
+
+	// Pair is a submission's (user, problem) when the event carried them
+	// (the projected fullDocument of an insert or replace).
+	Pair    Pair
+	HasPair bool
+
+	// Fields are the dotted paths an update changed (updatedFields keys,
+	// removedFields and truncated arrays). Nil means unknown: every field
+	// may have changed.
+	Fields []string
+}
+
+// Pair is the unit of studentStatus recomputation: a user and a problem.
+type Pair struct {
+	User    string
+	Problem int64
+}
+
+// HomeworkUser names studentStatus.<User> of one homework.
+type HomeworkUser struct {
+	Homework bson.ObjectID
+	User     string
+}
+
+// Keys is a set of dirty keys. Pairs map to the homeworks known to hold an
+// entry for the pair (beyond those the problem lists), whose entries must be
+// re-derived too. Submissions, Homeworks, HomeworkUsers and Problems are
+// coarse keys the engine expands into users and pairs by reading the
+// current source (and the submission key index).
+type Keys struct {
+	Users map[string]struct{}
+	Pairs map[Pair]map[bson.ObjectID]struct{}
+	// Submissions maps a changed submission to the pairs its change events
+	// carried (none for updates and deletes).
+	Submissions   map[bson.ObjectID][]Pair
+	Homeworks     map[bson.ObjectID]struct{}
+	HomeworkUsers map[HomeworkUser]struct{}
+	Problems      map[int64]struct{}
+	// Rebuild is set when a change cannot be narrowed (a watched
+	// collection or the database was dropped or renamed).
+	Rebuild bool
+}
+
+// NewKeys returns an empty key set.
+func NewKeys() *Keys {
+	return &Keys{
+		Users:         make(map[string]struct{}),
+		Pairs:         make(map[Pair]map[bson.ObjectID]struct{}),
+		Submissions:   make(map[bson.ObjectID][]Pair),
+		Homeworks:     make(map[bson.ObjectID]struct{}),
+		HomeworkUsers: make(map[HomeworkUser]struct{}),
+		Problems:      make(map[int64]struct{}),
+	}
+}
+
+// Empty reports whether k names nothing.
+func (k *Keys) Empty() bool {
+	return !k.Rebuild && len(k.Users) == 0 && len(k.Pairs) == 0 && len(k.Submissions) == 0 &&
+		len(k.Homeworks) == 0 && len(k.HomeworkUsers) == 0 && len(k.Problems) == 0
+}
+
+// AddUser marks a user's counts dirty.
+func (k *Keys) AddUser(u string) { k.Users[u] = struct{}{} }
+
+// AddPair marks a pair dirty; extra homeworks (if any) are homeworks known
+// to hold an entry for the pair.
+func (k *Keys) AddPair(p Pair, extra ...bson.ObjectID) {
+	m := k.Pairs[p]
+	if m == nil {
+		m = make(map[bson.ObjectID]struct{}, len(extra))
+		k.Pairs[p] = m
+	}
+	for _, h := range extra {
+		m[h] = struct{}{}
+	}
+}
+
+// Merge adds every key of o to k.
+func (k *Keys) Merge(o *Keys) {
+	for u := range o.Users {
+		k.Users[u] = struct{}{}
+	}
+	for p, hs := range o.Pairs {
+		k.AddPair(p)
+		for h := range hs {
+			k.Pairs[p][h] = struct{}{}
+		}
+	}
+	for id, ps := range o.Submissions {
+		k.Submissions[id] = appendNew(k.Submissions[id], ps...)
+	}
+	for id := range o.Homeworks {
+		k.Homeworks[id] = struct{}{}
+	}
+	for hu := range o.HomeworkUsers {
+		k.HomeworkUsers[hu] = struct{}{}
+	}
+	for p := range o.Problems {
+		k.Problems[p] = struct{}{}
+	}
+	k.Rebuild = k.Rebuild || o.Rebuild
+}
+
+// Source fields whose change can alter derived values. Any other field
+// (lastSend, tasks, runTime, ACUser, markdown, problemIds, ...) is ignored,
+// which keeps Back-End's frequent bookkeeping updates, and the
+// materializer's own writes to other paths, from causing recomputation.
+var (
+	submissionFields = []string{"user", "problem", "languageType", "timestamp", "status", "score"}
+	homeworkConfig   = []string{"duration.end", "penalty"}
+	problemFields    = []string{"homeworks"}
+)
+
+// touches reports whether a changed path f overlaps a relevant path r:
+// equal, a parent of it (duration) or a child of it (homeworks.3).
+func touches(f, r string) bool {
+	return f == r || strings.HasPrefix(r, f+".") || strings.HasPrefix(f, r+".")
+}
+
+func touchesAny(fields, relevant []string) bool {
+	if fields == nil {
+		return true
+	}
+	for _, f := range fields {
+		for _, r := range relevant {
+			if touches(f, r) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Extract returns the keys a change makes dirty, following the spec's
+// "Keys" table: a submission change dirties its user and pair (resolved
+// through the key index when the event does not carry them, so deletes
+// work without pre-images); a homework change dirties the pairs with an
+// entry in it, narrowed to studentStatus.<user>[.<problem>] when only
+// those paths changed; a problem change dirties the pairs with an entry for
+// it anywhere; a user insert dirties its counts. Updates that touch no
+// field the derivation reads give no keys.
+func Extract(c Change) *Keys {
+	k := NewKeys()
+	switch c.Op {
+	case OpDrop, OpRename, OpDropDatabase, OpInvalidate:
+		k.Rebuild = true
+		return k
+	}
+	switch c.Collection {
+	case CollSubmission:
+		if c.Op == OpUpdate && !touchesAny(c.Fields, submissionFields) {
+			return k
+		}
+		k.Submissions[c.SubmissionID] = k.Submissions[c.SubmissionID]
+		if c.HasPair {
+			k.Submissions[c.SubmissionID] = appendNew(k.Submissions[c.SubmissionID], c.Pair)
+			k.AddUser(c.Pair.User)
+			k.AddPair(c.Pair)
+		}
+	case CollHomework:
+		if c.Op != OpUpdate || c.Fields == nil {
+			k.Homeworks[c.HomeworkID] = struct{}{}
+			return k
+		}
+		for _, f := range c.Fields {
+			extractHomeworkField(k, c.HomeworkID, f)
+		}
+	case CollProblem:
+		if c.Op == OpUpdate && !touchesAny(c.Fields, problemFields) {
+			return k
+		}
+		k.Problems[c.ProblemID] = struct{}{}
+	case CollUser:
+		if c.Op == OpInsert || c.Op == OpReplace {
+			k.AddUser(c.UserID)
+		}
+	}
+	return k
+}
+
+// extractHomeworkField adds the keys for one changed path of a homework.
+// A path below studentStatus is ambiguous when usernames contain dots
+// ("studentStatus.a.b.7" is user "a.b", problem "7", or user "a",
+// problem "b"...), so every reading is added; recomputing a pair that does
+// not exist is harmless.
+func extractHomeworkField(k *Keys, h bson.ObjectID, f string) {
+	if touchesAny([]string{f}, homeworkConfig) || f == FieldStudentStatus {
+		k.Homeworks[h] = struct{}{}
+		return
+	}
+	rest, ok := strings.CutPrefix(f, FieldStudentStatus+".")
+	if !ok {
+		return
+	}
+	parts := strings.Split(rest, ".")
+	for i := 1; i <= len(parts); i++ {
+		user := strings.Join(parts[:i], ".")
+		if i == len(parts) {
+			k.HomeworkUsers[HomeworkUser{h, user}] = struct{}{}
+			break
+		}
+		if p, ok := ParseProblemKey(parts[i]); ok {
+			k.AddPair(Pair{user, p}, h)
+		}
+	}
+}
+
+// appendNew appends the pairs of ps not already in s.
+func appendNew(s []Pair, ps ...Pair) []Pair {
+	for _, p := range ps {
+		if !slices.Contains(s, p) {
+			s = append(s, p)
+		}
+	}
+	return s
+}

@@ -1,0 +1,351 @@
+package materialize
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Collection names of Back-End's documents (mongoengine's defaults for the
+// Document classes in mongo/engine.py).
+const (
+	CollSubmission = "submission"
+	CollHomework   = "homework"
+	CollProblem    = "problem"
+	CollUser       = "user"
+)
+
+// Status codes of a submission (Back-End mongo/submission.py).
+const (
+	StatusPending = -1 // queued for judging
+	StatusCreated = -2 // created, no code yet; also the default when missing
+	StatusAC      = 0
+)
+
+// LanguageHandwritten is Submission.language (stored as languageType) of a
+// handwritten submission; such submissions never touch studentStatus.
+const LanguageHandwritten = 3
+
+// DefaultPenalty is Homework.penalty's mongoengine default, which applies
+// when the stored field is missing or null.
+const DefaultPenalty = "score = 0"
+
+// DefaultEnd is Duration.end's default, datetime(2111, 10, 10) stored as
+// UTC, in milliseconds since the Unix epoch.
+var DefaultEnd = time.Date(2111, 10, 10, 0, 0, 0, 0, time.UTC).UnixMilli()
+
+// DecodeError reports a source document the materializer cannot read:
+// a required field is missing or a field has a BSON type Back-End's schema
+// does not allow. It names the collection, the document's _id (as Extended
+// JSON, or "?" when _id itself is unreadable) and the dotted field path.
+type DecodeError struct {
+	Collection string
+	ID         string
+	Field      string
+	Reason     string
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("malformed %s %s: field %q: %s", e.Collection, e.ID, e.Field, e.Reason)
+}
+
+// ErrMalformed is matched by every *DecodeError through errors.Is.
+var ErrMalformed = errors.New("malformed source document")
+
+// Is makes errors.Is(err, ErrMalformed) true for decode errors.
+func (e *DecodeError) Is(target error) bool { return target == ErrMalformed }
+
+// Submission is the part of a Back-End submission document the derivation
+// reads (engine.Submission: _id, user, problem, languageType, timestamp,
+// status, score).
+type Submission struct {
+	ID          bson.ObjectID
+	User        string
+	Problem     int64
+	Handwritten bool  // languageType == 3
+	Timestamp   int64 // milliseconds since the Unix epoch (BSON datetime)
+	Status      int64 // -2 when missing or null (mongoengine default)
+	Score       int64 // -1 when missing or null (mongoengine default)
+}
+
+// Judged reports whether finish_judging has run for s: its status is
+// neither pending (-1) nor created (-2).
+func (s *Submission) Judged() bool {
+	return s.Status != StatusPending && s.Status != StatusCreated
+}
+
+// Before orders submissions by (timestamp, _id) ascending, the order in
+// which the derivation replays them.
+func (s *Submission) Before(t *Submission) bool {
+	if s.Timestamp != t.Timestamp {
+		return s.Timestamp < t.Timestamp
+	}
+	return bytes.Compare(s.ID[:], t.ID[:]) < 0
+}
+
+// Problem is the part of a Back-End problem document the derivation reads:
+// its problemId (_id) and the homeworks listing it, in stored order.
+type Problem struct {
+	ID        int64
+	Homeworks []bson.ObjectID
+}
+
+// Homework is the part of a Back-End homework document the derivation
+// reads: the deadline, the penalty program and which studentStatus entries
+// exist. Entry values are not read: they are derived.
+type Homework struct {
+	ID      bson.ObjectID
+	End     int64  // duration.end in ms since the Unix epoch
+	Penalty string // the penalty program text
+	// Students maps username → set of problem keys (decimal strings as
+	// Back-End writes them) that have an entry.
+	Students map[string]map[string]struct{}
+	// Skipped lists parts of studentStatus that could not be read
+	// (a user's value that is not a document); they hold no entries.
+	Skipped []*DecodeError
+}
+
+// HasEntry reports whether studentStatus[user][str(problem)] exists.
+func (h *Homework) HasEntry(user string, problem int64) bool {
+	_, ok := h.Students[user][ProblemKey(problem)]
+	return ok
+}
+
+// ProblemKey is str(problemId): the studentStatus key Back-End uses.
+func ProblemKey(problem int64) string { return strconv.FormatInt(problem, 10) }
+
+// ParseProblemKey inverts ProblemKey. It accepts only the canonical form
+// str(int) produces, since only that form is ever looked up.
+func ParseProblemKey(key string) (int64, bool) {
+	p, err := strconv.ParseInt(key, 10, 64)
+	if err != nil || strconv.FormatInt(p, 10) != key {
+		return 0, false
+	}
+	return p, true
+}
+
+// docID renders a document's _id for error messages.
+func docID(doc bson.Raw) string {
+	v, err := doc.LookupErr("_id")
+	if err != nil {
+		return "?"
+	}
+	return v.String()
+}
+
+func malformed(coll string, doc bson.Raw, field, format string, args ...any) *DecodeError {
+	return &DecodeError{Collection: coll, ID: docID(doc), Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// lookup returns the value at key and whether it is present and not null.
+func lookup(doc bson.Raw, key ...string) (bson.RawValue, bool) {
+	v, err := doc.LookupErr(key...)
+	if err != nil || v.Type == bson.TypeNull {
+		return bson.RawValue{}, false
+	}
+	return v, true
+}
+
+// intValue reads a BSON number as an integer: int32, int64 or a double
+// holding a whole value in int64 range all mean the same value.
+func intValue(v bson.RawValue) (int64, bool) {
+	switch v.Type {
+	case bson.TypeInt32:
+		return int64(v.Int32()), true
+	case bson.TypeInt64:
+		return v.Int64(), true
+	case bson.TypeDouble:
+		f := v.Double()
+		if f != math.Trunc(f) || f < -(1<<63) || f >= 1<<63 {
+			return 0, false
+		}
+		return int64(f), true
+	}
+	return 0, false
+}
+
+func intField(coll string, doc bson.Raw, field string, required bool, def int64) (int64, error) {
+	v, ok := lookup(doc, field)
+	if !ok {
+		if required {
+			return 0, malformed(coll, doc, field, "missing")
+		}
+		return def, nil
+	}
+	n, ok := intValue(v)
+	if !ok {
+		return 0, malformed(coll, doc, field, "want an integer, have BSON %s", v.Type)
+	}
+	return n, nil
+}
+
+func objectIDField(coll string, doc bson.Raw) (bson.ObjectID, error) {
+	v, ok := lookup(doc, "_id")
+	if !ok {
+		return bson.ObjectID{}, malformed(coll, doc, "_id", "missing")
+	}
+	id, ok := v.ObjectIDOK()
+	if !ok {
+		return bson.ObjectID{}, malformed(coll, doc, "_id", "want an ObjectId, have BSON %s", v.Type)
+	}
+	return id, nil
+}
+
+// DecodeSubmission reads a submission document. user, problem and
+// timestamp are required (a submission without them contributes nothing);
+// languageType, status and score take mongoengine's defaults when missing
+// or null. Errors are *DecodeError.
+func DecodeSubmission(doc bson.Raw) (Submission, error) {
+	const c = CollSubmission
+	var s Submission
+	var err error
+	if s.ID, err = objectIDField(c, doc); err != nil {
+		return s, err
+	}
+	u, ok := lookup(doc, "user")
+	if !ok {
+		return s, malformed(c, doc, "user", "missing")
+	}
+	if s.User, ok = u.StringValueOK(); !ok {
+		return s, malformed(c, doc, "user", "want a string, have BSON %s", u.Type)
+	}
+	if s.Problem, err = intField(c, doc, "problem", true, 0); err != nil {
+		return s, err
+	}
+	ts, ok := lookup(doc, "timestamp")
+	if !ok {
+		return s, malformed(c, doc, "timestamp", "missing")
+	}
+	if s.Timestamp, ok = ts.DateTimeOK(); !ok {
+		return s, malformed(c, doc, "timestamp", "want a date, have BSON %s", ts.Type)
+	}
+	lang, err := intField(c, doc, "languageType", false, 0)
+	if err != nil {
+		return s, err
+	}
+	s.Handwritten = lang == LanguageHandwritten
+	if s.Status, err = intField(c, doc, "status", false, StatusCreated); err != nil {
+		return s, err
+	}
+	if s.Score, err = intField(c, doc, "score", false, -1); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// DecodeProblem reads a problem document: _id (the problemId) and the
+// homeworks list (missing or null → empty). Errors are *DecodeError.
+func DecodeProblem(doc bson.Raw) (Problem, error) {
+	const c = CollProblem
+	var p Problem
+	v, ok := lookup(doc, "_id")
+	if !ok {
+		return p, malformed(c, doc, "_id", "missing")
+	}
+	if p.ID, ok = intValue(v); !ok {
+		return p, malformed(c, doc, "_id", "want an integer, have BSON %s", v.Type)
+	}
+	hv, ok := lookup(doc, "homeworks")
+	if !ok {
+		return p, nil
+	}
+	arr, ok := hv.ArrayOK()
+	if !ok {
+		return p, malformed(c, doc, "homeworks", "want an array, have BSON %s", hv.Type)
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return p, malformed(c, doc, "homeworks", "unreadable array: %v", err)
+	}
+	p.Homeworks = make([]bson.ObjectID, 0, len(vals))
+	for i, e := range vals {
+		id, ok := e.ObjectIDOK()
+		if !ok {
+			return p, malformed(c, doc, "homeworks."+strconv.Itoa(i), "want an ObjectId, have BSON %s", e.Type)
+		}
+		p.Homeworks = append(p.Homeworks, id)
+	}
+	return p, nil
+}
+
+// DecodeHomework reads a homework document: _id, duration.end (missing →
+// 2111-10-10), penalty (missing or null → "score = 0") and the key sets of
+// studentStatus (missing or null → no entries). A studentStatus that is not
+// a document is an error; a single user's value that is not a document is
+// recorded in Skipped and holds no entries. Errors are *DecodeError.
+func DecodeHomework(doc bson.Raw) (Homework, error) {
+	const c = CollHomework
+	h := Homework{End: DefaultEnd, Penalty: DefaultPenalty}
+	var err error
+	if h.ID, err = objectIDField(c, doc); err != nil {
+		return h, err
+	}
+	if d, ok := lookup(doc, "duration"); ok {
+		dd, ok := d.DocumentOK()
+		if !ok {
+			return h, malformed(c, doc, "duration", "want a document, have BSON %s", d.Type)
+		}
+		if e, ok := lookup(dd, "end"); ok {
+			if h.End, ok = e.DateTimeOK(); !ok {
+				return h, malformed(c, doc, "duration.end", "want a date, have BSON %s", e.Type)
+			}
+		}
+	}
+	if p, ok := lookup(doc, "penalty"); ok {
+		if h.Penalty, ok = p.StringValueOK(); !ok {
+			return h, malformed(c, doc, "penalty", "want a string, have BSON %s", p.Type)
+		}
+	}
+	ss, ok := lookup(doc, "studentStatus")
+	if !ok {
+		return h, nil
+	}
+	ssd, ok := ss.DocumentOK()
+	if !ok {
+		return h, malformed(c, doc, "studentStatus", "want a document, have BSON %s", ss.Type)
+	}
+	users, err := ssd.Elements()
+	if err != nil {
+		return h, malformed(c, doc, "studentStatus", "unreadable document: %v", err)
+	}
+	h.Students = make(map[string]map[string]struct{}, len(users))
+	for _, ue := range users {
+		user := ue.Key()
+		ud, ok := ue.Value().DocumentOK()
+		if !ok {
+			h.Skipped = append(h.Skipped, malformed(c, doc, "studentStatus."+user,
+				"want a document, have BSON %s", ue.Value().Type))
+			continue
+		}
+		probs, err := ud.Elements()
+		if err != nil {
+			h.Skipped = append(h.Skipped, malformed(c, doc, "studentStatus."+user, "unreadable document: %v", err))
+			continue
+		}
+		set := make(map[string]struct{}, len(probs))
+		for _, pe := range probs {
+			set[pe.Key()] = struct{}{}
+		}
+		h.Students[user] = set
+	}
+	return h, nil
+}
+
+// DecodeUserID reads a user document's _id, the username (engine.User's
+// primary key). Errors are *DecodeError.
+func DecodeUserID(doc bson.Raw) (string, error) {
+	v, ok := lookup(doc, "_id")
+	if !ok {
+		return "", malformed(CollUser, doc, "_id", "missing")
+	}
+	s, ok := v.StringValueOK()
+	if !ok {
+		return "", malformed(CollUser, doc, "_id", "want a string, have BSON %s", v.Type)
+	}
+	return s, nil
+}

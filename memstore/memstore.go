@@ -1,0 +1,413 @@
+// Package memstore is an in-memory database for the materializer: the four
+// Back-End collections as raw BSON, an oplog of change events shaped as
+// watch.Pipeline projects them, the key index, the checkpoint and the
+// lease. It implements watch.Store, watch.Feed, resume.Store and
+// resume.LeaseStore, so the engine runs unchanged on it in tests, in the
+// deterministic simulation (with injected failures) and on offline dumps.
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/resume"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// ErrInjected is the error an injected failure returns.
+var ErrInjected = errors.New("memstore: injected failure")
+
+// Store is the in-memory database. The zero value is not usable; call New.
+// All methods are safe for concurrent use.
+type Store struct {
+	mu    sync.Mutex
+	colls map[string]map[string]bson.Raw // collection → key (see docKey) → document
+	order map[string][]string            // insertion order of keys, for stable scans
+
+	oplog   []bson.Raw // change events; event i has cluster time i+1
+	horizon int        // events before this index were truncated (history lost)
+
+	keys   map[bson.ObjectID][]materialize.Pair
+	cp     *resume.Checkpoint
+	lease  *resume.Lease
+	saveBy map[int64]int // checkpoint saves per epoch, for invariants
+
+	// Fail, when set, is called before every operation with its name
+	// ("read", "write.user", "write.entry", "keys.record", "checkpoint.save",
+	// "stream.next", ...); a non-nil error aborts the operation with it.
+	// Writes of one Apply call fail one at a time, so a failure can land
+	// between writes of one batch.
+	Fail func(op string) error
+	// Now is the clock for the lease; time.Now when nil.
+	Now func() time.Time
+
+	stats Stats
+}
+
+// Stats counts operations, for coalescing and cost assertions.
+type Stats struct {
+	Reads        int // source read calls (one per method call)
+	WriteCalls   int // Apply calls
+	UserWrites   int // user documents changed
+	EntryWrites  int // entries changed
+	NoopWrites   int // writes whose value equalled the stored one
+	KeyRecords   int
+	Saves        int
+	FencedSaves  int
+	EventsServed int
+}
+
+// New returns an empty store.
+func New() *Store {
+	s := &Store{
+		colls:  make(map[string]map[string]bson.Raw),
+		order:  make(map[string][]string),
+		keys:   make(map[bson.ObjectID][]materialize.Pair),
+		saveBy: make(map[int64]int),
+	}
+	for _, c := range []string{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem, materialize.CollUser} {
+		s.colls[c] = make(map[string]bson.Raw)
+	}
+	return s
+}
+
+var (
+	_ watch.Store       = (*Store)(nil)
+	_ watch.Feed        = (*Store)(nil)
+	_ resume.Store      = (*Store)(nil)
+	_ resume.LeaseStore = (*Store)(nil)
+)
+
+// Stats returns the operation counters.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// ResetStats zeroes the operation counters.
+func (s *Store) ResetStats() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats = Stats{}
+}
+
+func (s *Store) fail(op string) error {
+	if s.Fail != nil {
+		if err := s.Fail(op); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// docKey renders an _id value as a map key (type and bytes).
+func docKey(v bson.RawValue) string { return string(rune(v.Type)) + string(v.Value) }
+
+func idOf(doc bson.Raw) (bson.RawValue, error) {
+	v, err := doc.LookupErr("_id")
+	if err != nil {
+		return v, fmt.Errorf("document without _id")
+	}
+	return v, nil
+}
+
+// ---- source mutations (what Back-End does), each emitting a change event ----
+
+// Insert adds a document and emits an insert event.
+func (s *Store) Insert(coll string, doc bson.Raw) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, err := idOf(doc)
+	if err != nil {
+		return err
+	}
+	k := docKey(id)
+	if _, ok := s.colls[coll][k]; ok {
+		return fmt.Errorf("insert %s %s: duplicate key", coll, id)
+	}
+	s.put(coll, k, doc)
+	s.emit("insert", coll, id, doc, nil)
+	return nil
+}
+
+// Load adds documents without emitting events (the state before the
+// stream starts, e.g. a dump).
+func (s *Store) Load(coll string, docs ...bson.Raw) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, doc := range docs {
+		id, err := idOf(doc)
+		if err != nil {
+			return fmt.Errorf("load %s: %w", coll, err)
+		}
+		s.put(coll, docKey(id), doc)
+	}
+	return nil
+}
+
+// Update stores doc (same _id) and emits an update event naming fields,
+// the dotted paths the update changed, as MongoDB's updateDescription
+// would.
+func (s *Store) Update(coll string, doc bson.Raw, fields []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, err := idOf(doc)
+	if err != nil {
+		return err
+	}
+	k := docKey(id)
+	if _, ok := s.colls[coll][k]; !ok {
+		return fmt.Errorf("update %s %s: no such document", coll, id)
+	}
+	s.put(coll, k, doc)
+	s.emit("update", coll, id, nil, fields)
+	return nil
+}
+
+// Replace stores doc (same _id) and emits a replace event.
+func (s *Store) Replace(coll string, doc bson.Raw) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, err := idOf(doc)
+	if err != nil {
+		return err
+	}
+	k := docKey(id)
+	if _, ok := s.colls[coll][k]; !ok {
+		return fmt.Errorf("replace %s %s: no such document", coll, id)
+	}
+	s.put(coll, k, doc)
+	s.emit("replace", coll, id, doc, nil)
+	return nil
+}
+
+// Delete removes the document with _id id and emits a delete event (which
+// carries only the _id).
+func (s *Store) Delete(coll string, id any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, data, err := bson.MarshalValue(id)
+	if err != nil {
+		return err
+	}
+	v := bson.RawValue{Type: t, Value: data}
+	k := docKey(v)
+	if _, ok := s.colls[coll][k]; !ok {
+		return fmt.Errorf("delete %s %s: no such document", coll, v)
+	}
+	delete(s.colls[coll], k)
+	s.order[coll] = slices.DeleteFunc(s.order[coll], func(x string) bool { return x == k })
+	s.emit("delete", coll, v, nil, nil)
+	return nil
+}
+
+// Get returns the document with _id id, or nil.
+func (s *Store) Get(coll string, id any) bson.Raw {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, data, err := bson.MarshalValue(id)
+	if err != nil {
+		return nil
+	}
+	return s.colls[coll][docKey(bson.RawValue{Type: t, Value: data})]
+}
+
+// Docs returns every document of the four source collections.
+func (s *Store) Docs() materialize.Docs {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return materialize.Docs{
+		Users:       s.all(materialize.CollUser),
+		Problems:    s.all(materialize.CollProblem),
+		Homeworks:   s.all(materialize.CollHomework),
+		Submissions: s.all(materialize.CollSubmission),
+	}
+}
+
+// Collection returns every document of coll in insertion order.
+func (s *Store) Collection(coll string) []bson.Raw {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.all(coll)
+}
+
+func (s *Store) all(coll string) []bson.Raw {
+	out := make([]bson.Raw, 0, len(s.order[coll]))
+	for _, k := range s.order[coll] {
+		out = append(out, s.colls[coll][k])
+	}
+	return out
+}
+
+func (s *Store) put(coll, k string, doc bson.Raw) {
+	m := s.colls[coll]
+	if m == nil {
+		m = make(map[string]bson.Raw)
+		s.colls[coll] = m
+	}
+	if _, ok := m[k]; !ok {
+		s.order[coll] = append(s.order[coll], k)
+	}
+	m[k] = slices.Clone(doc)
+}
+
+// emit appends a change event shaped like watch.Pipeline's output.
+func (s *Store) emit(op, coll string, id bson.RawValue, full bson.Raw, fields []string) {
+	seq := len(s.oplog) + 1
+	ev := bson.D{
+		{Key: "_id", Value: token(seq)},
+		{Key: "operationType", Value: op},
+		{Key: "clusterTime", Value: bson.Timestamp{T: uint32(seq), I: 1}},
+		{Key: "ns", Value: bson.D{{Key: "db", Value: "normal-oj"}, {Key: "coll", Value: coll}}},
+		{Key: "documentKey", Value: bson.D{{Key: "_id", Value: id}}},
+	}
+	if full != nil {
+		fd := bson.D{}
+		for _, f := range []string{"user", "problem"} {
+			if v, err := full.LookupErr(f); err == nil {
+				fd = append(fd, bson.E{Key: f, Value: v})
+			}
+		}
+		ev = append(ev, bson.E{Key: "fullDocument", Value: fd})
+	}
+	if op == "update" {
+		if fields == nil {
+			fields = []string{}
+		}
+		ev = append(ev, bson.E{Key: "changedFields", Value: fields})
+	}
+	raw, err := bson.Marshal(ev)
+	if err != nil {
+		panic(fmt.Sprintf("memstore: marshal event: %v", err)) // values above always encode
+	}
+	s.oplog = append(s.oplog, raw)
+}
+
+// EmitRaw appends an arbitrary change event document (for bad-input
+// tests); its _id is replaced by the next resume token.
+func (s *Store) EmitRaw(ev bson.D) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq := len(s.oplog) + 1
+	out := bson.D{{Key: "_id", Value: token(seq)}}
+	for _, e := range ev {
+		if e.Key != "_id" {
+			out = append(out, e)
+		}
+	}
+	raw, err := bson.Marshal(out)
+	if err != nil {
+		panic(fmt.Sprintf("memstore: marshal event: %v", err))
+	}
+	s.oplog = append(s.oplog, raw)
+}
+
+// TruncateOplog drops every event so far: resuming from any earlier token
+// then fails with watch.ErrHistoryLost, as when the oplog rolls over.
+func (s *Store) TruncateOplog() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.horizon = len(s.oplog)
+}
+
+// OplogLen is the number of events emitted so far.
+func (s *Store) OplogLen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.oplog)
+}
+
+// token encodes an oplog position as a resume token: {_data: hex(seq)}.
+func token(seq int) bson.D {
+	return bson.D{{Key: "_data", Value: fmt.Sprintf("%016x", seq)}}
+}
+
+func tokenSeq(t bson.Raw) (int, error) {
+	s, ok := t.Lookup("_data").StringValueOK()
+	if !ok {
+		return 0, fmt.Errorf("memstore: resume token without _data")
+	}
+	n, err := strconv.ParseInt(s, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("memstore: bad resume token %q", s)
+	}
+	return int(n), nil
+}
+
+// ---- watch.Feed ----
+
+// Open implements watch.Feed. The stream delivers events after at.Token,
+// or from cluster time at.StartAt inclusive, or from now.
+func (s *Store) Open(ctx context.Context, at watch.Position) (watch.Stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fail("stream.open"); err != nil {
+		return nil, errors.Join(err, watch.ErrTransient)
+	}
+	next := len(s.oplog) // index of the next event to deliver
+	switch {
+	case len(at.Token) > 0:
+		seq, err := tokenSeq(at.Token)
+		if err != nil {
+			return nil, err
+		}
+		next = seq
+	case !at.StartAt.IsZero():
+		next = int(at.StartAt.T) - 1
+	}
+	if next < s.horizon {
+		return nil, fmt.Errorf("resume at event %d, oplog starts at %d: %w", next, s.horizon, watch.ErrHistoryLost)
+	}
+	return &stream{s: s, next: next}, nil
+}
+
+type stream struct {
+	s    *Store
+	next int
+}
+
+func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return watch.Event{}, false, err
+	}
+	if err := s.fail("stream.next"); err != nil {
+		return watch.Event{}, false, errors.Join(err, watch.ErrTransient)
+	}
+	if st.next >= len(s.oplog) {
+		return watch.Event{}, false, nil
+	}
+	raw := s.oplog[st.next]
+	st.next++
+	s.stats.EventsServed++
+	ev, err := watch.DecodeEvent(raw)
+	if err != nil {
+		return ev, true, fmt.Errorf("%w: %v", watch.ErrBadEvent, err)
+	}
+	return ev, true, nil
+}
+
+func (st *stream) ResumeToken() bson.Raw {
+	b, _ := bson.Marshal(token(st.next))
+	return b
+}
+
+func (st *stream) Close(context.Context) error { return nil }

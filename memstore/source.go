@@ -1,0 +1,560 @@
+package memstore
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/resume"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+func (s *Store) read() error {
+	s.stats.Reads++
+	return s.fail("read")
+}
+
+// Submissions implements watch.Source.
+func (s *Store) Submissions(ctx context.Context, users []string, pairs []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, nil, err
+	}
+	uset := make(map[string]bool, len(users))
+	for _, u := range users {
+		uset[u] = true
+	}
+	pset := make(map[materialize.Pair]bool, len(pairs))
+	for _, p := range pairs {
+		pset[p] = true
+	}
+	var out []materialize.Submission
+	var bad []*materialize.DecodeError
+	for _, raw := range s.all(materialize.CollSubmission) {
+		sub, err := materialize.DecodeSubmission(raw)
+		if err != nil {
+			// A malformed submission matches the query when its user does.
+			if u, ok := raw.Lookup("user").StringValueOK(); ok && uset[u] {
+				bad = append(bad, err.(*materialize.DecodeError))
+			}
+			continue
+		}
+		if uset[sub.User] || pset[materialize.Pair{User: sub.User, Problem: sub.Problem}] {
+			out = append(out, sub)
+		}
+	}
+	return out, bad, nil
+}
+
+// SubmissionsByID implements watch.Source.
+func (s *Store) SubmissionsByID(ctx context.Context, ids []bson.ObjectID) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, nil, err
+	}
+	var out []materialize.Submission
+	var bad []*materialize.DecodeError
+	for _, id := range ids {
+		t, data, _ := bson.MarshalValue(id)
+		raw, ok := s.colls[materialize.CollSubmission][docKey(bson.RawValue{Type: t, Value: data})]
+		if !ok {
+			continue
+		}
+		sub, err := materialize.DecodeSubmission(raw)
+		if err != nil {
+			bad = append(bad, err.(*materialize.DecodeError))
+			continue
+		}
+		out = append(out, sub)
+	}
+	return out, bad, nil
+}
+
+// Problems implements watch.Source.
+func (s *Store) Problems(ctx context.Context, ids []int64) (map[int64]*materialize.Problem, []*materialize.DecodeError, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, nil, err
+	}
+	want := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	out := make(map[int64]*materialize.Problem)
+	var bad []*materialize.DecodeError
+	for _, raw := range s.all(materialize.CollProblem) {
+		p, err := materialize.DecodeProblem(raw)
+		if err != nil {
+			if id, ok := raw.Lookup("_id").AsInt64OK(); ok && want[id] {
+				bad = append(bad, err.(*materialize.DecodeError))
+			}
+			continue
+		}
+		if want[p.ID] {
+			out[p.ID] = &p
+		}
+	}
+	return out, bad, nil
+}
+
+// ProblemsListing implements watch.Source.
+func (s *Store) ProblemsListing(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, err
+	}
+	out := make(map[bson.ObjectID][]int64)
+	for _, raw := range s.all(materialize.CollProblem) {
+		p, err := materialize.DecodeProblem(raw)
+		if err != nil {
+			continue
+		}
+		for _, h := range homeworks {
+			if slices.Contains(p.Homeworks, h) && !slices.Contains(out[h], p.ID) {
+				out[h] = append(out[h], p.ID)
+			}
+		}
+	}
+	return out, nil
+}
+
+// homeworkDoc decodes a homework with the stored entry values of users
+// (every user when users is nil).
+func homeworkDoc(raw bson.Raw, users map[string]bool) (*watch.HomeworkDoc, error) {
+	h, err := materialize.DecodeHomework(raw)
+	if err != nil {
+		return nil, err
+	}
+	d := &watch.HomeworkDoc{Homework: h, Stored: make(map[string]map[string]bson.RawValue)}
+	for u := range d.Students {
+		if users != nil && !users[u] {
+			delete(d.Students, u)
+			continue
+		}
+		ud := raw.Lookup(materialize.FieldStudentStatus, u).Document()
+		elems, _ := ud.Elements()
+		m := make(map[string]bson.RawValue, len(elems))
+		for _, e := range elems {
+			m[e.Key()] = e.Value()
+		}
+		d.Stored[u] = m
+	}
+	if users != nil {
+		d.Skipped = slices.DeleteFunc(d.Skipped, func(e *materialize.DecodeError) bool {
+			for u := range users {
+				if e.Field == materialize.FieldStudentStatus+"."+u {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	return d, nil
+}
+
+// Homeworks implements watch.Source.
+func (s *Store) Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, nil, err
+	}
+	var uset map[string]bool
+	if users != nil {
+		uset = make(map[string]bool, len(users))
+		for _, u := range users {
+			uset[u] = true
+		}
+	}
+	out := make(map[bson.ObjectID]*watch.HomeworkDoc)
+	var bad []*materialize.DecodeError
+	for _, id := range ids {
+		t, data, _ := bson.MarshalValue(id)
+		raw, ok := s.colls[materialize.CollHomework][docKey(bson.RawValue{Type: t, Value: data})]
+		if !ok {
+			continue
+		}
+		d, err := homeworkDoc(raw, uset)
+		if err != nil {
+			bad = append(bad, err.(*materialize.DecodeError))
+			continue
+		}
+		out[id] = d
+	}
+	return out, bad, nil
+}
+
+// EntryKeys implements watch.Source.
+func (s *Store) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]watch.EntryRef, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, err
+	}
+	out := make(map[bson.ObjectID][]watch.EntryRef)
+	for _, id := range homeworks {
+		t, data, _ := bson.MarshalValue(id)
+		raw, ok := s.colls[materialize.CollHomework][docKey(bson.RawValue{Type: t, Value: data})]
+		if !ok {
+			continue
+		}
+		h, err := materialize.DecodeHomework(raw)
+		if err != nil {
+			continue
+		}
+		for u, ps := range h.Students {
+			for pk := range ps {
+				out[id] = append(out[id], watch.EntryRef{User: u, ProblemKey: pk})
+			}
+		}
+	}
+	return out, nil
+}
+
+// EntriesForProblems implements watch.Source.
+func (s *Store) EntriesForProblems(ctx context.Context, problems []int64) (map[int64][]materialize.HomeworkUser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, err
+	}
+	out := make(map[int64][]materialize.HomeworkUser)
+	for _, raw := range s.all(materialize.CollHomework) {
+		h, err := materialize.DecodeHomework(raw)
+		if err != nil {
+			continue
+		}
+		for u, ps := range h.Students {
+			for _, p := range problems {
+				if _, ok := ps[materialize.ProblemKey(p)]; ok {
+					out[p] = append(out[p], materialize.HomeworkUser{Homework: h.ID, User: u})
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// Users implements watch.Source.
+func (s *Store) Users(ctx context.Context, names []string) (map[string]watch.StoredUser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, err
+	}
+	out := make(map[string]watch.StoredUser)
+	for _, n := range names {
+		raw, ok := s.colls[materialize.CollUser][userKey(n)]
+		if !ok {
+			continue
+		}
+		st, ok := materialize.DecodeUserStats(raw)
+		out[n] = watch.StoredUser{Stats: st, OK: ok}
+	}
+	return out, nil
+}
+
+func userKey(name string) string {
+	t, data, _ := bson.MarshalValue(name)
+	return docKey(bson.RawValue{Type: t, Value: data})
+}
+
+// Apply implements watch.Writer. Each write is its own step for failure
+// injection; a write equal to the stored value changes nothing and emits
+// no event (as MongoDB's no-op updates write no oplog entry).
+func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.WriteCalls++
+	for _, uw := range w.Users {
+		if err := s.fail("write.user"); err != nil {
+			return err
+		}
+		k := userKey(uw.User)
+		raw, ok := s.colls[materialize.CollUser][k]
+		if !ok {
+			continue // never create a user
+		}
+		if uw.Stats.MatchesStored(raw) {
+			s.stats.NoopWrites++
+			continue
+		}
+		patched, err := materialize.PatchUser(raw, uw.Stats)
+		if err != nil {
+			return err
+		}
+		s.put(materialize.CollUser, k, patched)
+		s.stats.UserWrites++
+		id, _ := idOf(patched)
+		s.emit("update", materialize.CollUser, id, nil,
+			[]string{materialize.FieldSubmission, materialize.FieldACSubmission, materialize.FieldACProblemIDs})
+	}
+	for _, ew := range w.Entries {
+		if err := s.fail("write.entry"); err != nil {
+			return err
+		}
+		t, data, _ := bson.MarshalValue(ew.Homework)
+		k := docKey(bson.RawValue{Type: t, Value: data})
+		raw, ok := s.colls[materialize.CollHomework][k]
+		if !ok {
+			continue
+		}
+		patched, changed, err := materialize.PatchHomework(raw, map[string]map[string]materialize.Entry{
+			ew.User: {ew.ProblemKey: ew.Entry},
+		})
+		if err != nil {
+			return err
+		}
+		if !changed {
+			s.stats.NoopWrites++
+			continue
+		}
+		s.put(materialize.CollHomework, k, patched)
+		s.stats.EntryWrites++
+		s.emit("update", materialize.CollHomework, bson.RawValue{Type: t, Value: data}, nil,
+			[]string{materialize.FieldStudentStatus + "." + ew.User + "." + ew.ProblemKey})
+	}
+	return nil
+}
+
+// LookupKeys implements watch.KeyIndex.
+func (s *Store) LookupKeys(ctx context.Context, ids []bson.ObjectID) (map[bson.ObjectID][]materialize.Pair, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, err
+	}
+	out := make(map[bson.ObjectID][]materialize.Pair)
+	for _, id := range ids {
+		if ps, ok := s.keys[id]; ok {
+			out[id] = slices.Clone(ps)
+		}
+	}
+	return out, nil
+}
+
+// RecordKeys implements watch.KeyIndex.
+func (s *Store) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materialize.Pair) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fail("keys.record"); err != nil {
+		return err
+	}
+	for id, ps := range keys {
+		for _, p := range ps {
+			if !slices.Contains(s.keys[id], p) {
+				s.keys[id] = append(s.keys[id], p)
+				s.stats.KeyRecords++
+			}
+		}
+	}
+	return nil
+}
+
+// ScanSubmissions implements watch.Scanner.
+func (s *Store) ScanSubmissions(ctx context.Context, fn func(materialize.Submission) error, bad func(*materialize.DecodeError)) error {
+	s.mu.Lock()
+	if err := s.read(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	raws := s.all(materialize.CollSubmission)
+	s.mu.Unlock()
+	subs := make([]materialize.Submission, 0, len(raws))
+	for _, raw := range raws {
+		sub, err := materialize.DecodeSubmission(raw)
+		if err != nil {
+			bad(err.(*materialize.DecodeError))
+			continue
+		}
+		subs = append(subs, sub)
+	}
+	materialize.SortGrouped(subs)
+	for _, sub := range subs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(sub); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AllProblems implements watch.Scanner.
+func (s *Store) AllProblems(ctx context.Context) ([]*materialize.Problem, []*materialize.DecodeError, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, nil, err
+	}
+	var out []*materialize.Problem
+	var bad []*materialize.DecodeError
+	for _, raw := range s.all(materialize.CollProblem) {
+		p, err := materialize.DecodeProblem(raw)
+		if err != nil {
+			bad = append(bad, err.(*materialize.DecodeError))
+			continue
+		}
+		out = append(out, &p)
+	}
+	return out, bad, nil
+}
+
+// AllHomeworks implements watch.Scanner.
+func (s *Store) AllHomeworks(ctx context.Context) ([]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, nil, err
+	}
+	var out []*watch.HomeworkDoc
+	var bad []*materialize.DecodeError
+	for _, raw := range s.all(materialize.CollHomework) {
+		d, err := homeworkDoc(raw, nil)
+		if err != nil {
+			bad = append(bad, err.(*materialize.DecodeError))
+			continue
+		}
+		out = append(out, d)
+	}
+	return out, bad, nil
+}
+
+// AllUsers implements watch.Scanner.
+func (s *Store) AllUsers(ctx context.Context) (map[string]watch.StoredUser, []*materialize.DecodeError, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, nil, err
+	}
+	out := make(map[string]watch.StoredUser)
+	var bad []*materialize.DecodeError
+	for _, raw := range s.all(materialize.CollUser) {
+		name, err := materialize.DecodeUserID(raw)
+		if err != nil {
+			bad = append(bad, err.(*materialize.DecodeError))
+			continue
+		}
+		st, ok := materialize.DecodeUserStats(raw)
+		out[name] = watch.StoredUser{Stats: st, OK: ok}
+	}
+	return out, bad, nil
+}
+
+// ClusterTime implements watch.Scanner: the cluster time of the latest
+// event, so a stream started there re-delivers it (at-least-once).
+func (s *Store) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return bson.Timestamp{}, err
+	}
+	return bson.Timestamp{T: uint32(max(len(s.oplog), 1)), I: 1}, nil
+}
+
+// ---- resume.Store and resume.LeaseStore ----
+
+// LoadCheckpoint implements resume.Store.
+func (s *Store) LoadCheckpoint(ctx context.Context) (resume.Checkpoint, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fail("checkpoint.load"); err != nil {
+		return resume.Checkpoint{}, false, err
+	}
+	if s.cp == nil {
+		return resume.Checkpoint{}, false, nil
+	}
+	return *s.cp, true, nil
+}
+
+// SaveCheckpoint implements resume.Store, fenced by the lease epoch.
+func (s *Store) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fail("checkpoint.save"); err != nil {
+		return err
+	}
+	cur := int64(0)
+	if s.lease != nil {
+		cur = s.lease.Epoch
+	}
+	if cp.Epoch != cur {
+		s.stats.FencedSaves++
+		return resume.ErrFenced
+	}
+	s.stats.Saves++
+	s.saveBy[cp.Epoch]++
+	c := cp
+	c.Token = slices.Clone(cp.Token)
+	s.cp = &c
+	return nil
+}
+
+// Acquire implements resume.LeaseStore.
+func (s *Store) Acquire(ctx context.Context, owner string, ttl time.Duration, now time.Time) (resume.Lease, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fail("lease.acquire"); err != nil {
+		return resume.Lease{}, false, err
+	}
+	switch {
+	case s.lease == nil:
+		s.lease = &resume.Lease{Owner: owner, Epoch: 1, Expires: now.Add(ttl)}
+	case s.lease.Owner == owner:
+		s.lease.Expires = now.Add(ttl)
+	case !now.Before(s.lease.Expires):
+		s.lease = &resume.Lease{Owner: owner, Epoch: s.lease.Epoch + 1, Expires: now.Add(ttl)}
+	default:
+		return *s.lease, false, nil
+	}
+	return *s.lease, true, nil
+}
+
+// Release implements resume.LeaseStore.
+func (s *Store) Release(ctx context.Context, owner string, epoch int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lease != nil && s.lease.Owner == owner && s.lease.Epoch == epoch {
+		s.lease.Expires = time.Time{}
+	}
+	return nil
+}
+
+// Current implements resume.LeaseStore.
+func (s *Store) Current(ctx context.Context) (resume.Lease, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lease == nil {
+		return resume.Lease{}, false, nil
+	}
+	return *s.lease, true, nil
+}
+
+// RewindCheckpoint moves the saved checkpoint back to just after event
+// seq (0: the start of the oplog), as if a token had been saved late: the
+// events after it are delivered again. It never moves the checkpoint
+// forward.
+func (s *Store) RewindCheckpoint(seq int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cp == nil || seq < s.horizon || len(s.cp.Token) == 0 {
+		return
+	}
+	if cur, err := tokenSeq(s.cp.Token); err != nil || seq >= cur {
+		return
+	}
+	b, err := bson.Marshal(token(seq))
+	if err != nil {
+		return
+	}
+	s.cp.Token = b
+	s.cp.StartAt = bson.Timestamp{}
+}

@@ -1,0 +1,412 @@
+// Package watch tails change streams and keeps derived values current:
+// it groups change events into batches, coalesces their dirty keys,
+// recomputes each key once from the source documents, writes only values
+// that differ, and only then saves the batch's resume token. Every step is
+// idempotent, so a batch replayed after a crash (at-least-once delivery)
+// recomputes the same values and writes nothing new.
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/resume"
+)
+
+// HistoryLostPolicy says what Run does when its resume token is no longer
+// in the oplog.
+type HistoryLostPolicy string
+
+// History-lost policies.
+const (
+	OnHistoryLostRebuild HistoryLostPolicy = "rebuild" // rebuild, then stream from the rebuild's start time
+	OnHistoryLostExit    HistoryLostPolicy = "exit"    // return the error (the process exits non-zero)
+)
+
+// Config tunes the engine. Zero values take the defaults in parentheses.
+type Config struct {
+	BatchSize          int               // events per batch at most (500)
+	BatchMaxWait       time.Duration     // a batch closes this long after its first event (200ms)
+	CheckpointInterval time.Duration     // a quiet stream saves its postBatchResumeToken this often (10s)
+	HistoryLost        HistoryLostPolicy // (rebuild)
+	MinBackoff         time.Duration     // first retry delay after a transient error (100ms)
+	MaxBackoff         time.Duration     // cap of the exponential backoff (30s)
+	IdlePause          time.Duration     // pause after an empty poll, for feeds whose Next does not block (0)
+	Epoch              int64             // lease epoch (fencing token) every checkpoint carries; 0 without a lease
+	Owner              string            // instance id recorded with checkpoints
+}
+
+func (c *Config) defaults() {
+	if c.BatchSize <= 0 {
+		c.BatchSize = 500
+	}
+	if c.BatchMaxWait <= 0 {
+		c.BatchMaxWait = 200 * time.Millisecond
+	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = 10 * time.Second
+	}
+	if c.HistoryLost == "" {
+		c.HistoryLost = OnHistoryLostRebuild
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = 100 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+}
+
+// Invalidator deletes cached values derived from a pair's submissions (the
+// Back-End's Redis high-score cache). Failures are the invalidator's to
+// retry and count; the engine never waits on it beyond its own timeout.
+type Invalidator interface {
+	Invalidate(ctx context.Context, pairs []materialize.Pair)
+}
+
+// Engine runs the change-stream loop, rebuilds and batches. Fields must be
+// set before Run; Store, Feed and Checkpoints are required.
+type Engine struct {
+	Store       Store
+	Feed        Feed
+	Checkpoints resume.Store
+	Cache       Invalidator // optional
+	Metrics     *Metrics    // optional
+	Log         zerolog.Logger
+	Now         func() time.Time                           // time.Now when nil
+	Sleep       func(ctx context.Context, d time.Duration) // a context-aware sleep when nil
+	Config      Config
+
+	deriver  *materialize.Deriver
+	lastSave time.Time
+	cp       resume.Checkpoint
+}
+
+func (e *Engine) init() {
+	e.Config.defaults()
+	if e.deriver == nil {
+		e.deriver = materialize.NewDeriver()
+	}
+	if e.Now == nil {
+		e.Now = time.Now
+	}
+	if e.Sleep == nil {
+		e.Sleep = sleepCtx
+	}
+	if e.Metrics == nil {
+		e.Metrics = NewMetrics(nil)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Run tails the change stream until ctx is cancelled (then it returns nil
+// once no write is in flight: an unfinished batch is abandoned and its
+// token not saved) or a non-retryable error occurs. With no checkpoint it
+// rebuilds first and streams from the rebuild's start time. Transient
+// errors reopen the stream from the last saved checkpoint after a capped
+// exponential backoff with jitter; a lost history rebuilds or returns
+// according to Config.HistoryLost; a fenced checkpoint returns
+// resume.ErrFenced.
+func (e *Engine) Run(ctx context.Context) error {
+	e.init()
+	failures := 0
+	for {
+		err := e.stream(ctx, false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, resume.ErrFenced):
+			return err
+		case errors.Is(err, ErrHistoryLost):
+			e.Metrics.Restarts.WithLabelValues("history_lost").Inc()
+			if e.Config.HistoryLost == OnHistoryLostExit {
+				return fmt.Errorf("resume token no longer in the oplog (MATERIALIZER_HISTORY_LOST=exit): %w", err)
+			}
+			e.Log.Warn().Err(err).Msg("change stream history lost; rebuilding and streaming from the rebuild's start time")
+			if _, err := e.rebuildAndCheckpoint(ctx, "history_lost", nil); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if !errors.Is(err, ErrTransient) {
+					return err
+				}
+			}
+			failures = 0
+		case errors.Is(err, ErrTransient):
+			failures++
+			d := backoff(e.Config.MinBackoff, e.Config.MaxBackoff, failures)
+			e.Metrics.Restarts.WithLabelValues("transient").Inc()
+			e.Log.Warn().Err(err).Dur("retry_in", d).Int("attempt", failures).Msg("transient error; reopening the change stream from the last checkpoint")
+			e.Sleep(ctx, d)
+		default:
+			return err
+		}
+	}
+}
+
+// Drain processes every event available now and returns when the stream
+// is quiet, saving the checkpoint. It is Run without waiting, for tests,
+// the simulation and one-shot catch-up.
+func (e *Engine) Drain(ctx context.Context) error {
+	e.init()
+	return e.stream(ctx, true)
+}
+
+// backoff returns the delay before retry n (1-based): min·2^(n-1) capped at
+// max, with full jitter over its upper half so restarts of several
+// instances spread out.
+func backoff(minD, maxD time.Duration, n int) time.Duration {
+	d := minD
+	for i := 1; i < n && d < maxD; i++ {
+		d *= 2
+	}
+	d = min(d, maxD)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// stream opens the change stream at the checkpoint and processes batches.
+func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
+	cp, ok, err := e.Checkpoints.LoadCheckpoint(ctx)
+	if err != nil {
+		return fmt.Errorf("load checkpoint: %w: %w", err, ErrTransient)
+	}
+	if !ok || cp.Empty() {
+		e.Log.Info().Msg("no checkpoint: rebuilding before streaming")
+		if cp, err = e.rebuildAndCheckpoint(ctx, "initial", nil); err != nil {
+			return err
+		}
+	}
+	e.cp = cp
+	st, err := e.Feed.Open(ctx, Position{Token: cp.Token, StartAt: cp.StartAt})
+	if err != nil {
+		return fmt.Errorf("open change stream: %w", err)
+	}
+	e.Metrics.StreamOpen.Set(1)
+	defer func() {
+		e.Metrics.StreamOpen.Set(0)
+		_ = st.Close(context.WithoutCancel(ctx))
+	}()
+	e.lastSave = e.Now()
+	for {
+		batch, quiet, err := e.collect(ctx, st)
+		if err != nil {
+			return err
+		}
+		if len(batch) > 0 {
+			if err := e.ProcessBatch(ctx, batch); err != nil {
+				return err
+			}
+			last := batch[len(batch)-1]
+			if err := e.save(ctx, last.Token, last.ClusterTime); err != nil {
+				return err
+			}
+		}
+		if quiet {
+			if untilQuiet {
+				return e.save(ctx, st.ResumeToken(), bson.Timestamp{})
+			}
+			if e.Now().Sub(e.lastSave) >= e.Config.CheckpointInterval {
+				// A quiet stream still moves forward: the
+				// postBatchResumeToken keeps its place as the oplog rolls.
+				if err := e.save(ctx, st.ResumeToken(), bson.Timestamp{}); err != nil {
+					return err
+				}
+			}
+			if e.Config.IdlePause > 0 && len(batch) == 0 {
+				e.Sleep(ctx, e.Config.IdlePause)
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// collect reads events until the batch is full, its wait has elapsed, or
+// the stream is quiet. quiet reports that the last poll found no event.
+func (e *Engine) collect(ctx context.Context, st Stream) (batch []Event, quiet bool, err error) {
+	var deadline time.Time
+	for len(batch) < e.Config.BatchSize {
+		if ctx.Err() != nil {
+			return nil, false, nil // abandon: nothing of this batch is written or saved
+		}
+		ev, ok, err := st.Next(ctx)
+		if err != nil && !errors.Is(err, ErrBadEvent) {
+			if ctx.Err() != nil {
+				return nil, false, nil
+			}
+			return nil, false, fmt.Errorf("read change stream: %w", err)
+		}
+		if !ok {
+			return batch, true, nil
+		}
+		if err != nil {
+			// Never let one event stop the stream: widen it to what can
+			// be recomputed safely.
+			e.Metrics.BadEvents.Inc()
+			e.Log.Error().Err(err).Str("collection", ev.Change.Collection).Msg("undecodable change event; recovering with a targeted recompute or a rebuild")
+			if ev.Change.Op == "" {
+				ev.Change.Op = materialize.OpInvalidate // unknown namespace or operation: rebuild
+			}
+		}
+		e.Metrics.Events.WithLabelValues(ev.Change.Collection, string(ev.Change.Op)).Inc()
+		batch = append(batch, ev)
+		if len(batch) == 1 {
+			deadline = e.Now().Add(e.Config.BatchMaxWait)
+		} else if !e.Now().Before(deadline) {
+			break
+		}
+	}
+	return batch, false, nil
+}
+
+// ProcessBatch coalesces the dirty keys of events, recomputes each once,
+// records new submission keys and writes the values that changed. It does
+// not save the checkpoint; the caller does, after it returns nil.
+func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
+	e.init()
+	start := e.Now()
+	keys := materialize.NewKeys()
+	for _, ev := range events {
+		keys.Merge(materialize.Extract(ev.Change))
+	}
+	if keys.Empty() {
+		return nil
+	}
+	out, err := Recompute(ctx, e.Store, e.Store, e.deriver, keys)
+	if err != nil {
+		return fmt.Errorf("recompute: %w: %w", err, ErrTransient)
+	}
+	e.reportMalformed(out.Malformed)
+	if out.NeedRebuild {
+		if out.Unresolved > 0 {
+			e.Metrics.UnresolvedPairs.Add(float64(out.Unresolved))
+			e.Log.Warn().Int("submissions", out.Unresolved).Msg("submission events whose (user, problem) is unknown; rebuilding")
+		}
+		_, err := e.rebuild(ctx, "unresolved")
+		return err
+	}
+	if len(out.NewKeys) > 0 {
+		if err := e.Store.RecordKeys(ctx, out.NewKeys); err != nil {
+			return fmt.Errorf("record submission keys: %w: %w", err, ErrTransient)
+		}
+	}
+	if out.Writes.Len() > 0 {
+		if err := e.Store.Apply(ctx, &out.Writes); err != nil {
+			return fmt.Errorf("write derived values: %w: %w", err, ErrTransient)
+		}
+	}
+	if e.Cache != nil && len(out.InvalidatePairs) > 0 {
+		e.Cache.Invalidate(ctx, out.InvalidatePairs)
+	}
+	m := e.Metrics
+	m.Batches.Inc()
+	m.KeysRecomputed.WithLabelValues("user").Add(float64(out.Users))
+	m.KeysRecomputed.WithLabelValues("pair").Add(float64(out.Pairs))
+	m.Writes.WithLabelValues("user").Add(float64(len(out.Writes.Users)))
+	m.Writes.WithLabelValues("entry").Add(float64(len(out.Writes.Entries)))
+	m.WritesSkipped.WithLabelValues("user").Add(float64(out.SkippedUsers))
+	m.WritesSkipped.WithLabelValues("entry").Add(float64(out.SkippedEntries))
+	m.PenaltyErrors.Add(float64(out.PenaltyErrors))
+	m.BatchSeconds.Observe(e.Now().Sub(start).Seconds())
+	e.Log.Debug().Int("events", len(events)).Int("users", out.Users).Int("pairs", out.Pairs).
+		Int("writes", out.Writes.Len()).Int("reads", out.Reads).Msg("batch processed")
+	return nil
+}
+
+func (e *Engine) reportMalformed(bad []*materialize.DecodeError) {
+	for _, d := range bad {
+		e.Metrics.Malformed.WithLabelValues(d.Collection).Inc()
+		e.Log.Warn().Str("collection", d.Collection).Str("_id", d.ID).Str("field", d.Field).Str("reason", d.Reason).Msg("malformed source document skipped")
+	}
+}
+
+// rebuild runs a full recompute with writes (inside a running stream; the
+// stream's position is unchanged).
+func (e *Engine) rebuild(ctx context.Context, reason string) (*RebuildReport, error) {
+	e.init()
+	e.Metrics.Rebuilds.WithLabelValues(reason).Inc()
+	rep, err := Rebuild(ctx, e.Store, e.deriver, RebuildOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("rebuild (%s): %w: %w", reason, err, ErrTransient)
+	}
+	e.reportMalformed(rep.Malformed)
+	e.Metrics.PenaltyErrors.Add(float64(rep.PenaltyErrors))
+	e.Log.Info().Str("reason", reason).Int("submissions", rep.Submissions).Int("drifted_users", rep.DriftedUsers).
+		Int("drifted_entries", rep.DriftedEntries).Msg("rebuild finished")
+	return rep, nil
+}
+
+// RebuildAndCheckpoint rebuilds and saves a checkpoint at the rebuild's
+// start time, so the next stream misses nothing that happened during it.
+func (e *Engine) RebuildAndCheckpoint(ctx context.Context) (*RebuildReport, error) {
+	e.init()
+	var rep *RebuildReport
+	_, err := e.rebuildAndCheckpoint(ctx, "requested", &rep)
+	return rep, err
+}
+
+func (e *Engine) rebuildAndCheckpoint(ctx context.Context, reason string, out **RebuildReport) (resume.Checkpoint, error) {
+	rep, err := e.rebuild(ctx, reason)
+	if err != nil {
+		return resume.Checkpoint{}, err
+	}
+	if out != nil {
+		*out = rep
+	}
+	cp := resume.Checkpoint{StartAt: rep.StartAt, ClusterTime: rep.StartAt, RebuiltAt: e.Now(), SavedAt: e.Now(),
+		Epoch: e.Config.Epoch, Owner: e.Config.Owner}
+	if err := e.Checkpoints.SaveCheckpoint(ctx, cp); err != nil {
+		return resume.Checkpoint{}, e.saveErr(err)
+	}
+	e.Metrics.Checkpoints.Inc()
+	return cp, nil
+}
+
+// save stores the checkpoint for token after the writes it covers landed.
+func (e *Engine) save(ctx context.Context, token bson.Raw, ct bson.Timestamp) error {
+	if len(token) == 0 {
+		return nil
+	}
+	cp := e.cp
+	cp.Token = token
+	cp.StartAt = bson.Timestamp{}
+	if !ct.IsZero() {
+		cp.ClusterTime = ct
+		e.Metrics.LagSeconds.Set(e.Now().Sub(time.Unix(int64(ct.T), 0)).Seconds())
+	}
+	cp.SavedAt = e.Now()
+	cp.Epoch, cp.Owner = e.Config.Epoch, e.Config.Owner
+	if err := e.Checkpoints.SaveCheckpoint(ctx, cp); err != nil {
+		return e.saveErr(err)
+	}
+	e.cp = cp
+	e.lastSave = cp.SavedAt
+	e.Metrics.Checkpoints.Inc()
+	return nil
+}
+
+func (e *Engine) saveErr(err error) error {
+	if errors.Is(err, resume.ErrFenced) {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	return fmt.Errorf("save checkpoint: %w: %w", err, ErrTransient)
+}

@@ -1,0 +1,205 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+)
+
+// Position is where a change stream opens: after a resume token, or at a
+// cluster time (startAtOperationTime) when there is no token yet, or at
+// the current time when both are empty.
+type Position struct {
+	Token   bson.Raw
+	StartAt bson.Timestamp
+}
+
+// Feed opens change streams on the source database.
+type Feed interface {
+	Open(ctx context.Context, at Position) (Stream, error)
+}
+
+// Stream is an open change stream. Next waits up to the stream's await
+// time for one event; ok is false when none arrived, and ResumeToken then
+// covers everything the server has looked at (the postBatchResumeToken),
+// so a quiet stream still advances.
+type Stream interface {
+	Next(ctx context.Context) (ev Event, ok bool, err error)
+	ResumeToken() bson.Raw
+	Close(ctx context.Context) error
+}
+
+// Errors a Feed or Stream wraps so the engine can classify them.
+var (
+	// ErrHistoryLost: the resume point is no longer in the oplog
+	// (ChangeStreamHistoryLost).
+	ErrHistoryLost = errors.New("change stream history lost")
+	// ErrTransient: a network error, primary step-down or other error
+	// after which reopening the stream from the last checkpoint succeeds.
+	ErrTransient = errors.New("transient change stream error")
+	// ErrBadEvent: Stream.Next read an event it could not fully decode;
+	// the Event returned with it holds what could be read (at least the
+	// resume token), so the stream can move past it.
+	ErrBadEvent = errors.New("undecodable change event")
+)
+
+// Event is one decoded change event.
+type Event struct {
+	Token       bson.Raw // the event's _id, its resume token
+	ClusterTime bson.Timestamp
+	Change      materialize.Change
+}
+
+// Watched are the collections whose changes alter derived values; user
+// documents matter only when inserted or replaced.
+var Watched = []string{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem}
+
+// Pipeline is the change stream pipeline: it keeps only events of the
+// watched collections (and user inserts/replaces, and the events that
+// invalidate the stream) and projects them server-side to what key
+// extraction reads: operationType, ns, documentKey, clusterTime, a
+// submission's user and problem, and the *names* of changed fields. No
+// event carries a whole homework, so a homework near 16 MB cannot break the
+// stream.
+func Pipeline() bson.A {
+	changed := bson.M{"$cond": bson.A{
+		bson.M{"$eq": bson.A{"$operationType", "update"}},
+		bson.M{"$concatArrays": bson.A{
+			bson.M{"$map": bson.M{
+				"input": bson.M{"$objectToArray": bson.M{"$ifNull": bson.A{"$updateDescription.updatedFields", bson.M{}}}},
+				"in":    "$$this.k",
+			}},
+			bson.M{"$ifNull": bson.A{"$updateDescription.removedFields", bson.A{}}},
+			bson.M{"$map": bson.M{
+				"input": bson.M{"$ifNull": bson.A{"$updateDescription.truncatedArrays", bson.A{}}},
+				"in":    "$$this.field",
+			}},
+		}},
+		"$$REMOVE",
+	}}
+	return bson.A{
+		bson.M{"$match": bson.M{"$or": bson.A{
+			bson.M{"ns.coll": bson.M{"$in": bson.A{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem}}},
+			bson.M{"ns.coll": materialize.CollUser, "operationType": bson.M{"$in": bson.A{"insert", "replace"}}},
+			bson.M{"operationType": bson.M{"$in": bson.A{"drop", "rename", "dropDatabase", "invalidate"}}},
+		}}},
+		bson.M{"$project": bson.M{
+			"operationType":        1,
+			"ns":                   1,
+			"documentKey":          1,
+			"clusterTime":          1,
+			"fullDocument.user":    1,
+			"fullDocument.problem": 1,
+			"changedFields":        changed,
+		}},
+	}
+}
+
+// DecodeEvent reads a change event as Pipeline projects it. An event whose
+// operation or namespace cannot be read returns an error and a zero Event
+// except for Token; one whose document key or fields cannot be read
+// returns an error and the Event widened to be safe (unknown fields, no
+// pair), which the engine still processes.
+func DecodeEvent(raw bson.Raw) (Event, error) {
+	var ev Event
+	if t, err := raw.LookupErr("_id"); err == nil {
+		if d, ok := t.DocumentOK(); ok {
+			ev.Token = d
+		}
+	}
+	if len(ev.Token) == 0 {
+		return ev, fmt.Errorf("change event: no resume token")
+	}
+	if ts, err := raw.LookupErr("clusterTime"); err == nil {
+		if t, i, ok := ts.TimestampOK(); ok {
+			ev.ClusterTime = bson.Timestamp{T: t, I: i}
+		}
+	}
+	op, ok := raw.Lookup("operationType").StringValueOK()
+	if !ok {
+		return ev, fmt.Errorf("change event: no operationType")
+	}
+	c := &ev.Change
+	c.Op = materialize.Op(op)
+	switch c.Op {
+	case materialize.OpDrop, materialize.OpRename, materialize.OpDropDatabase, materialize.OpInvalidate:
+		c.Collection, _ = raw.Lookup("ns", "coll").StringValueOK()
+		return ev, nil
+	case materialize.OpInsert, materialize.OpUpdate, materialize.OpReplace, materialize.OpDelete:
+	default:
+		// Other operations (create, createIndexes, modify, ...) do not
+		// change documents.
+		return ev, nil
+	}
+	coll, ok := raw.Lookup("ns", "coll").StringValueOK()
+	if !ok {
+		return ev, fmt.Errorf("change event %s: no ns.coll", op)
+	}
+	c.Collection = coll
+	id, err := raw.LookupErr("documentKey", "_id")
+	if err != nil {
+		return ev, fmt.Errorf("change event %s on %s: no documentKey._id", op, coll)
+	}
+	var idErr error
+	switch coll {
+	case materialize.CollSubmission:
+		if c.SubmissionID, ok = id.ObjectIDOK(); !ok {
+			idErr = fmt.Errorf("change event on submission: _id is BSON %s, not an ObjectId", id.Type)
+		}
+		if fd, err := raw.LookupErr("fullDocument"); err == nil && (c.Op == materialize.OpInsert || c.Op == materialize.OpReplace) {
+			if d, ok := fd.DocumentOK(); ok {
+				u, uok := d.Lookup("user").StringValueOK()
+				p, pok := d.Lookup("problem").AsInt64OK()
+				if uok && pok {
+					c.Pair, c.HasPair = materialize.Pair{User: u, Problem: p}, true
+				}
+			}
+		}
+	case materialize.CollHomework:
+		if c.HomeworkID, ok = id.ObjectIDOK(); !ok {
+			idErr = fmt.Errorf("change event on homework: _id is BSON %s, not an ObjectId", id.Type)
+		}
+	case materialize.CollProblem:
+		if c.ProblemID, ok = id.AsInt64OK(); !ok {
+			idErr = fmt.Errorf("change event on problem: _id is BSON %s, not an integer", id.Type)
+		}
+	case materialize.CollUser:
+		if c.UserID, ok = id.StringValueOK(); !ok {
+			idErr = fmt.Errorf("change event on user: _id is BSON %s, not a string", id.Type)
+		}
+	}
+	if idErr != nil {
+		// A document Back-End never writes; it cannot be derived from, so
+		// the event is dropped after being reported.
+		c.Collection = ""
+		return ev, idErr
+	}
+	if c.Op == materialize.OpUpdate {
+		f, err := raw.LookupErr("changedFields")
+		if err != nil {
+			return ev, nil // unknown: every field may have changed
+		}
+		arr, ok := f.ArrayOK()
+		if !ok {
+			return ev, fmt.Errorf("change event %s on %s: changedFields is BSON %s", op, coll, f.Type)
+		}
+		vals, err := arr.Values()
+		if err != nil {
+			return ev, fmt.Errorf("change event %s on %s: changedFields: %w", op, coll, err)
+		}
+		c.Fields = make([]string, 0, len(vals))
+		for _, v := range vals {
+			s, ok := v.StringValueOK()
+			if !ok {
+				c.Fields = nil
+				return ev, fmt.Errorf("change event %s on %s: changed field is BSON %s", op, coll, v.Type)
+			}
+			c.Fields = append(c.Fields, s)
+		}
+	}
+	return ev, nil
+}

@@ -1,0 +1,80 @@
+package watch
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the engine's Prometheus metrics. Create them with NewMetrics
+// on a registry of the caller's (no global registry is used).
+type Metrics struct {
+	Events          *prometheus.CounterVec // by collection and operation
+	BadEvents       prometheus.Counter
+	Batches         prometheus.Counter
+	KeysRecomputed  *prometheus.CounterVec // kind: user, pair
+	Writes          *prometheus.CounterVec // kind: user, entry
+	WritesSkipped   *prometheus.CounterVec // kind: user, entry (equal to stored)
+	PenaltyErrors   prometheus.Counter
+	Malformed       *prometheus.CounterVec // by collection
+	Rebuilds        *prometheus.CounterVec // reason
+	Restarts        *prometheus.CounterVec // reason: transient, history_lost
+	Checkpoints     prometheus.Counter
+	LagSeconds      prometheus.Gauge
+	StreamOpen      prometheus.Gauge
+	LeaseHeld       prometheus.Gauge
+	LeaseEpoch      prometheus.Gauge
+	CacheDeletes    prometheus.Counter
+	CacheFailures   prometheus.Counter
+	BatchSeconds    prometheus.Histogram
+	UnresolvedPairs prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them on reg (when non-nil).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	const ns = "materializer"
+	m := &Metrics{
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "events_total",
+			Help: "Change events received, by collection and operation."}, []string{"collection", "op"}),
+		BadEvents: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "bad_events_total",
+			Help: "Change events that could not be decoded (handled by a targeted recompute or a rebuild)."}),
+		Batches: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "batches_total",
+			Help: "Batches of change events processed."}),
+		KeysRecomputed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "keys_recomputed_total",
+			Help: "Dirty keys recomputed from source documents, by kind (user, pair)."}, []string{"kind"}),
+		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "writes_total",
+			Help: "Derived values written because they differed from the stored ones, by kind (user, entry)."}, []string{"kind"}),
+		WritesSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "writes_skipped_total",
+			Help: "Derived values not written because the stored value was already equal, by kind."}, []string{"kind"}),
+		PenaltyErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "penalty_errors_total",
+			Help: "Penalty evaluations that failed (gained 0), including running scores that would leave int64."}),
+		Malformed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "malformed_documents_total",
+			Help: "Source documents (or parts) skipped because they cannot be decoded, by collection."}, []string{"collection"}),
+		Rebuilds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rebuilds_total",
+			Help: "Full rebuilds run, by reason."}, []string{"reason"}),
+		Restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stream_restarts_total",
+			Help: "Change stream reopenings, by reason."}, []string{"reason"}),
+		Checkpoints: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "checkpoints_total",
+			Help: "Resume tokens saved."}),
+		LagSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "lag_seconds",
+			Help: "Now minus the cluster time of the last processed change event."}),
+		StreamOpen: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "stream_open",
+			Help: "1 while the change stream is open."}),
+		LeaseHeld: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "lease_held",
+			Help: "1 while this instance holds the lease."}),
+		LeaseEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "lease_epoch",
+			Help: "Epoch (fencing token) of the lease this instance holds."}),
+		CacheDeletes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "cache_invalidations_total",
+			Help: "Back-End high-score cache keys deleted in Redis."}),
+		CacheFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "cache_invalidation_failures_total",
+			Help: "Failed attempts to delete high-score cache keys."}),
+		BatchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "batch_seconds",
+			Help: "Time to recompute and write one batch.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
+		UnresolvedPairs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "unresolved_submissions_total",
+			Help: "Submission events whose (user, problem) could not be found (triggers a rebuild)."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Events, m.BadEvents, m.Batches, m.KeysRecomputed, m.Writes, m.WritesSkipped,
+			m.PenaltyErrors, m.Malformed, m.Rebuilds, m.Restarts, m.Checkpoints, m.LagSeconds, m.StreamOpen,
+			m.LeaseHeld, m.LeaseEpoch, m.CacheDeletes, m.CacheFailures, m.BatchSeconds, m.UnresolvedPairs)
+	}
+	return m
+}

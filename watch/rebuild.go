@@ -1,0 +1,227 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+)
+
+// RebuildOptions control a full recompute.
+type RebuildOptions struct {
+	// DryRun computes and counts what would change and writes nothing
+	// (neither derived values nor the key index).
+	DryRun bool
+	// MaxDiffs is how many differences to keep in the report (verify).
+	MaxDiffs int
+	// FlushEvery is how many writes are buffered before one bulk Apply.
+	FlushEvery int
+}
+
+// Diff is one derived value that differs from what is stored.
+type Diff struct {
+	Collection string // "user" or "homework"
+	ID         string // username or homework id (hex)
+	Path       string // field path, e.g. studentStatus.alice.7
+	Stored     string // stored value as Extended JSON ("" when unreadable or absent)
+	Derived    string
+}
+
+// RebuildReport is the result of a full recompute.
+type RebuildReport struct {
+	StartAt         bson.Timestamp // cluster time read before the scan
+	Submissions     int
+	Users, Entries  int // derived values compared
+	DriftedUsers    int // differing from stored (written unless dry run)
+	DriftedEntries  int
+	PenaltyErrors   int
+	Malformed       []*materialize.DecodeError
+	Diffs           []Diff
+	KeyIndexRecords int
+}
+
+// Drift is the number of derived values that differ from what is stored.
+func (r *RebuildReport) Drift() int { return r.DriftedUsers + r.DriftedEntries }
+
+// Rebuild recomputes every user and every studentStatus entry from the
+// whole source, writes the values that differ (unless opts.DryRun) and
+// records every submission's pair in the key index. It reads the cluster
+// time before its scan and returns it in the report, so a stream started
+// there misses nothing that changed during the rebuild. Submissions are
+// streamed in (user, problem, timestamp, _id) order; memory holds the
+// catalog (problems, homeworks with entry values, users) and one group.
+func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts RebuildOptions) (*RebuildReport, error) {
+	if opts.FlushEvery <= 0 {
+		opts.FlushEvery = 1000
+	}
+	rep := &RebuildReport{}
+	var err error
+	if rep.StartAt, err = st.ClusterTime(ctx); err != nil {
+		return nil, fmt.Errorf("read cluster time: %w", err)
+	}
+	problems, bad, err := st.AllProblems(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read problems: %w", err)
+	}
+	rep.Malformed = append(rep.Malformed, bad...)
+	hws, bad, err := st.AllHomeworks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read homeworks: %w", err)
+	}
+	rep.Malformed = append(rep.Malformed, bad...)
+	users, bad, err := st.AllUsers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read users: %w", err)
+	}
+	rep.Malformed = append(rep.Malformed, bad...)
+
+	cat := materialize.NewCatalog()
+	stored := make(map[bson.ObjectID]*HomeworkDoc, len(hws))
+	for _, p := range problems {
+		cat.AddProblem(*p)
+	}
+	for _, h := range hws {
+		cat.AddHomework(h.Homework)
+		stored[h.ID] = h
+		rep.Malformed = append(rep.Malformed, h.Skipped...)
+	}
+	sink := &rebuildSink{ctx: ctx, st: st, opts: opts, rep: rep, users: users, stored: stored}
+	b := materialize.NewBuilder(d, cat, sink)
+
+	var group []materialize.Submission
+	keys := make(map[bson.ObjectID][]materialize.Pair)
+	flushGroup := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		g := group[0]
+		err := b.Group(g.User, g.Problem, group)
+		group = group[:0]
+		return err
+	}
+	err = st.ScanSubmissions(ctx, func(s materialize.Submission) error {
+		rep.Submissions++
+		if len(group) > 0 && (group[0].User != s.User || group[0].Problem != s.Problem) {
+			if err := flushGroup(); err != nil {
+				return err
+			}
+		}
+		group = append(group, s)
+		if !opts.DryRun {
+			keys[s.ID] = []materialize.Pair{{User: s.User, Problem: s.Problem}}
+			if len(keys) >= 10*opts.FlushEvery {
+				if err := st.RecordKeys(ctx, keys); err != nil {
+					return fmt.Errorf("record key index: %w", err)
+				}
+				rep.KeyIndexRecords += len(keys)
+				clear(keys)
+			}
+		}
+		return nil
+	}, func(e *materialize.DecodeError) { rep.Malformed = append(rep.Malformed, e) })
+	if err != nil {
+		return nil, fmt.Errorf("scan submissions: %w", err)
+	}
+	if err := flushGroup(); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(users))
+	for u := range users {
+		names = append(names, u)
+	}
+	if err := b.Finish(names); err != nil {
+		return nil, err
+	}
+	if err := sink.flush(); err != nil {
+		return nil, err
+	}
+	if !opts.DryRun && len(keys) > 0 {
+		if err := st.RecordKeys(ctx, keys); err != nil {
+			return nil, fmt.Errorf("record key index: %w", err)
+		}
+		rep.KeyIndexRecords += len(keys)
+	}
+	rep.PenaltyErrors = b.PenaltyErrors
+	return rep, nil
+}
+
+// rebuildSink compares each derived value with the stored one and buffers
+// the differing ones into bulk writes.
+type rebuildSink struct {
+	ctx    context.Context
+	st     Store
+	opts   RebuildOptions
+	rep    *RebuildReport
+	users  map[string]StoredUser
+	stored map[bson.ObjectID]*HomeworkDoc
+	w      Writes
+}
+
+func (s *rebuildSink) User(name string, st materialize.UserStats) error {
+	su, ok := s.users[name]
+	if !ok {
+		return nil // no user document: never create one
+	}
+	s.rep.Users++
+	if su.OK && su.Stats.Equal(st) {
+		return nil
+	}
+	s.rep.DriftedUsers++
+	if len(s.rep.Diffs) < s.opts.MaxDiffs {
+		s.rep.Diffs = append(s.rep.Diffs, Diff{Collection: materialize.CollUser, ID: name,
+			Path: "submission,AC_submission,AC_problem_ids", Stored: fmtStats(su), Derived: fmtStats(StoredUser{Stats: st, OK: true})})
+	}
+	s.w.Users = append(s.w.Users, UserWrite{User: name, Stats: st})
+	return s.maybeFlush()
+}
+
+func (s *rebuildSink) Entry(h bson.ObjectID, user, pk string, e materialize.Entry) error {
+	s.rep.Entries++
+	doc := s.stored[h]
+	v, ok := doc.Stored[user][pk]
+	if ok && e.MatchesStored(v) {
+		return nil
+	}
+	s.rep.DriftedEntries++
+	if len(s.rep.Diffs) < s.opts.MaxDiffs {
+		stored := ""
+		if ok {
+			stored = v.String()
+		}
+		derived, _ := bson.MarshalExtJSON(e.Doc(), false, false)
+		s.rep.Diffs = append(s.rep.Diffs, Diff{Collection: materialize.CollHomework, ID: h.Hex(),
+			Path: materialize.FieldStudentStatus + "." + user + "." + pk, Stored: stored, Derived: string(derived)})
+	}
+	s.w.Entries = append(s.w.Entries, EntryWrite{Homework: h, User: user, ProblemKey: pk, Entry: e})
+	return s.maybeFlush()
+}
+
+func (s *rebuildSink) maybeFlush() error {
+	if s.w.Len() >= s.opts.FlushEvery {
+		return s.flush()
+	}
+	return nil
+}
+
+func (s *rebuildSink) flush() error {
+	if s.w.Len() == 0 {
+		return nil
+	}
+	if !s.opts.DryRun {
+		if err := s.st.Apply(s.ctx, &s.w); err != nil {
+			return fmt.Errorf("write derived values: %w", err)
+		}
+	}
+	s.w = Writes{}
+	return nil
+}
+
+func fmtStats(su StoredUser) string {
+	if !su.OK {
+		return ""
+	}
+	b, _ := bson.MarshalExtJSON(su.Stats.Fields(), false, false)
+	return string(b)
+}

@@ -1,0 +1,394 @@
+package watch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+)
+
+// Outcome summarises one recomputation.
+type Outcome struct {
+	Users, Pairs    int // keys recomputed
+	Writes          Writes
+	SkippedUsers    int // derived value equal to stored: not written
+	SkippedEntries  int
+	PenaltyErrors   int
+	Malformed       []*materialize.DecodeError
+	NeedRebuild     bool // a key could not be narrowed; a full rebuild must follow
+	Unresolved      int  // submissions whose (user, problem) is unknown
+	InvalidatePairs []materialize.Pair
+	NewKeys         map[bson.ObjectID][]materialize.Pair
+	Reads           int // source read calls
+}
+
+// Recompute expands dirty keys against the current source, recomputes every
+// dirty user and pair once, and returns the writes whose values differ from
+// what is stored. It reads in bulk: one call per kind of read whatever the
+// number of keys. It writes nothing; see Engine.ProcessBatch.
+func Recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.Deriver, keys *materialize.Keys) (*Outcome, error) {
+	out := &Outcome{NewKeys: make(map[bson.ObjectID][]materialize.Pair)}
+	if keys.Rebuild {
+		out.NeedRebuild = true
+		return out, nil
+	}
+	if err := expandSubmissions(ctx, src, kidx, keys, out); err != nil {
+		return nil, err
+	}
+	if err := expandHomeworks(ctx, src, keys, out); err != nil {
+		return nil, err
+	}
+	if err := expandProblems(ctx, src, keys, out); err != nil {
+		return nil, err
+	}
+	if err := derive(ctx, src, d, keys, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// expandSubmissions resolves submission keys to users and pairs through the
+// current documents, the pairs change events carried, and the key index
+// (the only record of a deleted submission's pair).
+func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *materialize.Keys, out *Outcome) error {
+	if len(keys.Submissions) == 0 {
+		return nil
+	}
+	ids := sortedIDs(keys.Submissions)
+	known, err := kidx.LookupKeys(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("look up submission keys: %w", err)
+	}
+	cur, bad, err := src.SubmissionsByID(ctx, ids)
+	out.Reads += 2
+	if err != nil {
+		return fmt.Errorf("read submissions by id: %w", err)
+	}
+	out.Malformed = append(out.Malformed, bad...)
+	pairs := make(map[bson.ObjectID][]materialize.Pair, len(ids))
+	for id, ps := range known {
+		pairs[id] = ps
+	}
+	for id, hinted := range keys.Submissions {
+		for _, p := range hinted {
+			if !slices.Contains(known[id], p) && !slices.Contains(out.NewKeys[id], p) {
+				out.NewKeys[id] = append(out.NewKeys[id], p)
+			}
+			if !slices.Contains(pairs[id], p) {
+				pairs[id] = append(pairs[id], p)
+			}
+		}
+	}
+	for _, s := range cur {
+		p := materialize.Pair{User: s.User, Problem: s.Problem}
+		if !slices.Contains(known[s.ID], p) && !slices.Contains(out.NewKeys[s.ID], p) {
+			out.NewKeys[s.ID] = append(out.NewKeys[s.ID], p)
+		}
+		if !slices.Contains(pairs[s.ID], p) {
+			pairs[s.ID] = append(pairs[s.ID], p)
+		}
+	}
+	for _, id := range ids {
+		ps := pairs[id]
+		if len(ps) == 0 {
+			// Deleted (or unreadable) before its pair was ever recorded:
+			// only a rebuild can tell what it contributed.
+			out.Unresolved++
+			out.NeedRebuild = true
+			continue
+		}
+		for _, p := range ps {
+			keys.AddUser(p.User)
+			keys.AddPair(p)
+		}
+	}
+	return nil
+}
+
+// expandHomeworks turns whole-homework keys into the pairs with an entry in
+// the homework, plus (through the problems listing it) every pair whose
+// derivation visits it; and studentStatus.<user> keys into that user's
+// pairs in the homework and in the problems listing it.
+func expandHomeworks(ctx context.Context, src Source, keys *materialize.Keys, out *Outcome) error {
+	if len(keys.Homeworks) == 0 && len(keys.HomeworkUsers) == 0 {
+		return nil
+	}
+	hws := sortedIDs(keys.Homeworks)
+	var listed []bson.ObjectID
+	listed = append(listed, hws...)
+	for hu := range keys.HomeworkUsers {
+		listed = append(listed, hu.Homework)
+	}
+	listing, err := src.ProblemsListing(ctx, uniqueIDs(listed))
+	out.Reads++
+	if err != nil {
+		return fmt.Errorf("read problems listing homeworks: %w", err)
+	}
+	if len(hws) > 0 {
+		refs, err := src.EntryKeys(ctx, hws)
+		out.Reads++
+		if err != nil {
+			return fmt.Errorf("read homework entry keys: %w", err)
+		}
+		for h, rs := range refs {
+			for _, r := range rs {
+				p, ok := materialize.ParseProblemKey(r.ProblemKey)
+				if !ok {
+					continue // never derived; see Recompute's reset of such entries
+				}
+				keys.AddPair(materialize.Pair{User: r.User, Problem: p}, h)
+			}
+		}
+		for _, h := range hws {
+			for _, p := range listing[h] {
+				keys.Problems[p] = struct{}{}
+			}
+		}
+	}
+	if len(keys.HomeworkUsers) > 0 {
+		var ids []bson.ObjectID
+		var users []string
+		for hu := range keys.HomeworkUsers {
+			ids = append(ids, hu.Homework)
+			users = append(users, hu.User)
+		}
+		docs, bad, err := src.Homeworks(ctx, uniqueIDs(ids), uniqueStrings(users))
+		out.Reads++
+		if err != nil {
+			return fmt.Errorf("read homeworks: %w", err)
+		}
+		out.Malformed = append(out.Malformed, bad...)
+		for hu := range keys.HomeworkUsers {
+			if d, ok := docs[hu.Homework]; ok {
+				for pk := range d.Students[hu.User] {
+					if p, ok := materialize.ParseProblemKey(pk); ok {
+						keys.AddPair(materialize.Pair{User: hu.User, Problem: p}, hu.Homework)
+					}
+				}
+			}
+			for _, p := range listing[hu.Homework] {
+				keys.AddPair(materialize.Pair{User: hu.User, Problem: p})
+			}
+		}
+	}
+	return nil
+}
+
+// expandProblems turns problem keys into every pair holding an entry for
+// the problem in any homework, listed by the problem or not (so entries of
+// a homework the problem no longer lists are reset too).
+func expandProblems(ctx context.Context, src Source, keys *materialize.Keys, out *Outcome) error {
+	if len(keys.Problems) == 0 {
+		return nil
+	}
+	ps := make([]int64, 0, len(keys.Problems))
+	for p := range keys.Problems {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	entries, err := src.EntriesForProblems(ctx, ps)
+	out.Reads++
+	if err != nil {
+		return fmt.Errorf("read entries of problems: %w", err)
+	}
+	for p, hus := range entries {
+		for _, hu := range hus {
+			keys.AddPair(materialize.Pair{User: hu.User, Problem: p}, hu.Homework)
+		}
+	}
+	return nil
+}
+
+// derive recomputes the dirty users and pairs and collects the writes.
+func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *materialize.Keys, out *Outcome) error {
+	if len(keys.Users) == 0 && len(keys.Pairs) == 0 {
+		return nil
+	}
+	users := sortedStrings(keys.Users)
+	var extraPairs []materialize.Pair
+	pairUsers := make(map[string]struct{})
+	problemSet := make(map[int64]struct{})
+	for p := range keys.Pairs {
+		if _, ok := keys.Users[p.User]; !ok {
+			extraPairs = append(extraPairs, p)
+		}
+		pairUsers[p.User] = struct{}{}
+		problemSet[p.Problem] = struct{}{}
+	}
+	slices.SortFunc(extraPairs, cmpPair)
+
+	subs, bad, err := src.Submissions(ctx, users, extraPairs)
+	out.Reads++
+	if err != nil {
+		return fmt.Errorf("read submissions: %w", err)
+	}
+	out.Malformed = append(out.Malformed, bad...)
+	byUser := make(map[string][]materialize.Submission)
+	byPair := make(map[materialize.Pair][]materialize.Submission)
+	for _, s := range subs {
+		byUser[s.User] = append(byUser[s.User], s)
+		p := materialize.Pair{User: s.User, Problem: s.Problem}
+		if _, ok := keys.Pairs[p]; ok {
+			byPair[p] = append(byPair[p], s)
+		}
+	}
+
+	// Users.
+	if len(users) > 0 {
+		stored, err := src.Users(ctx, users)
+		out.Reads++
+		if err != nil {
+			return fmt.Errorf("read users: %w", err)
+		}
+		for _, u := range users {
+			out.Users++
+			su, ok := stored[u]
+			if !ok {
+				continue // no user document: never create one
+			}
+			st := materialize.DeriveUser(byUser[u])
+			if su.OK && st.Equal(su.Stats) {
+				out.SkippedUsers++
+				continue
+			}
+			out.Writes.Users = append(out.Writes.Users, UserWrite{User: u, Stats: st})
+		}
+	}
+	if len(keys.Pairs) == 0 {
+		return nil
+	}
+
+	// Pairs: the problems, then every homework any pair may write.
+	pids := make([]int64, 0, len(problemSet))
+	for p := range problemSet {
+		pids = append(pids, p)
+	}
+	slices.Sort(pids)
+	problems, bad, err := src.Problems(ctx, pids)
+	out.Reads++
+	if err != nil {
+		return fmt.Errorf("read problems: %w", err)
+	}
+	out.Malformed = append(out.Malformed, bad...)
+	hwSet := make(map[bson.ObjectID]struct{})
+	for _, p := range problems {
+		for _, h := range p.Homeworks {
+			hwSet[h] = struct{}{}
+		}
+	}
+	for _, extra := range keys.Pairs {
+		for h := range extra {
+			hwSet[h] = struct{}{}
+		}
+	}
+	hws, bad, err := src.Homeworks(ctx, sortedIDs(hwSet), sortedStrings(pairUsers))
+	out.Reads++
+	if err != nil {
+		return fmt.Errorf("read homeworks: %w", err)
+	}
+	out.Malformed = append(out.Malformed, bad...)
+	get := func(id bson.ObjectID) *materialize.Homework {
+		if h, ok := hws[id]; ok {
+			return &h.Homework
+		}
+		return nil
+	}
+
+	pairs := make([]materialize.Pair, 0, len(keys.Pairs))
+	for p := range keys.Pairs {
+		pairs = append(pairs, p)
+	}
+	slices.SortFunc(pairs, cmpPair)
+	for _, pair := range pairs {
+		out.Pairs++
+		visited := materialize.ResolveHomeworks(problems[pair.Problem], get)
+		res := d.Pair(pair.User, pair.Problem, byPair[pair], visited)
+		out.PenaltyErrors += res.PenaltyErrors
+		pk := materialize.ProblemKey(pair.Problem)
+		written := make(map[bson.ObjectID]bool, len(res.Entries))
+		for _, he := range res.Entries {
+			written[he.Homework] = true
+			out.entry(hws[he.Homework], pair.User, pk, he.Entry)
+		}
+		// Homeworks known to hold an entry for the pair that the problem
+		// does not (or no longer) list: no submission reaches them.
+		for h := range keys.Pairs[pair] {
+			if written[h] {
+				continue
+			}
+			if doc, ok := hws[h]; ok && doc.HasEntry(pair.User, pair.Problem) && !slices.ContainsFunc(visited, func(x *materialize.Homework) bool { return x.ID == h }) {
+				out.entry(doc, pair.User, pk, materialize.StartEntry())
+			}
+		}
+		if len(byPair[pair]) > 0 {
+			out.InvalidatePairs = append(out.InvalidatePairs, pair)
+		}
+	}
+	return nil
+}
+
+// entry records the write of e unless the stored value already equals it.
+func (out *Outcome) entry(doc *HomeworkDoc, user, pk string, e materialize.Entry) {
+	if doc == nil {
+		return
+	}
+	if v, ok := doc.Stored[user][pk]; ok && e.MatchesStored(v) {
+		out.SkippedEntries++
+		return
+	}
+	out.Writes.Entries = append(out.Writes.Entries, EntryWrite{Homework: doc.ID, User: user, ProblemKey: pk, Entry: e})
+}
+
+func cmpPair(a, b materialize.Pair) int {
+	if a.User != b.User {
+		if a.User < b.User {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case a.Problem < b.Problem:
+		return -1
+	case a.Problem > b.Problem:
+		return 1
+	}
+	return 0
+}
+
+func sortedIDs[V any](m map[bson.ObjectID]V) []bson.ObjectID {
+	out := make([]bson.ObjectID, 0, len(m))
+	for id := range m {
+		out = append(out, id)
+	}
+	slices.SortFunc(out, func(a, b bson.ObjectID) int { return bytes.Compare(a[:], b[:]) })
+	return out
+}
+
+func uniqueIDs(ids []bson.ObjectID) []bson.ObjectID {
+	m := make(map[bson.ObjectID]struct{}, len(ids))
+	for _, id := range ids {
+		m[id] = struct{}{}
+	}
+	return sortedIDs(m)
+}
+
+func sortedStrings[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for s := range m {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func uniqueStrings(ss []string) []string {
+	m := make(map[string]struct{}, len(ss))
+	for _, s := range ss {
+		m[s] = struct{}{}
+	}
+	return sortedStrings(m)
+}

@@ -1,0 +1,126 @@
+package watch
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+)
+
+// The interfaces below are what the engine needs from a database. The
+// mongodb package implements them on a MongoDB replica set, memstore in
+// memory (tests, simulation, offline dumps). Every method takes sets of
+// keys so that one batch costs one round trip per kind of read.
+
+// Source reads the source documents recomputation needs.
+type Source interface {
+	// Submissions returns every submission of the named users and of the
+	// named pairs (the union; order unspecified). Documents that cannot be
+	// decoded are returned in bad and otherwise ignored.
+	Submissions(ctx context.Context, users []string, pairs []materialize.Pair) (subs []materialize.Submission, bad []*materialize.DecodeError, err error)
+	// SubmissionsByID returns the named submissions that still exist.
+	SubmissionsByID(ctx context.Context, ids []bson.ObjectID) (subs []materialize.Submission, bad []*materialize.DecodeError, err error)
+	// Problems returns the named problems that exist.
+	Problems(ctx context.Context, ids []int64) (map[int64]*materialize.Problem, []*materialize.DecodeError, error)
+	// ProblemsListing returns, for each named homework, the problems whose
+	// homeworks list contains it.
+	ProblemsListing(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]int64, error)
+	// Homeworks returns the named homeworks that exist. Students and
+	// Stored are restricted to the named users (every user when users is
+	// nil), so a large homework is never read whole for one student.
+	Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*HomeworkDoc, []*materialize.DecodeError, error)
+	// EntryKeys returns the (user, problem key) of every entry of each
+	// named homework: key names only, never entry values.
+	EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]EntryRef, error)
+	// EntriesForProblems returns, for each named problem, every
+	// (homework, user) holding an entry with key str(problem), in any
+	// homework whether or not the problem lists it.
+	EntriesForProblems(ctx context.Context, problems []int64) (map[int64][]materialize.HomeworkUser, error)
+	// Users returns the stored derived fields of the named users that have
+	// a document; OK is false where those fields are missing or unreadable.
+	Users(ctx context.Context, names []string) (map[string]StoredUser, error)
+}
+
+// HomeworkDoc is a homework's configuration and the stored values of the
+// entries that were asked for (user → problem key → value).
+type HomeworkDoc struct {
+	materialize.Homework
+	Stored map[string]map[string]bson.RawValue
+}
+
+// EntryRef names one studentStatus entry of a homework.
+type EntryRef struct {
+	User       string
+	ProblemKey string
+}
+
+// StoredUser is a user document's stored derived fields.
+type StoredUser struct {
+	Stats materialize.UserStats
+	OK    bool
+}
+
+// Writer applies derived values. Implementations write only the derived
+// fields, only to documents that exist and entries that exist (the
+// existence is part of the update's filter), never upsert, and apply all of
+// one call in as few round trips as they can (bulk writes).
+type Writer interface {
+	Apply(ctx context.Context, w *Writes) error
+}
+
+// Writes is one batch of derived values that differ from what is stored.
+type Writes struct {
+	Users   []UserWrite
+	Entries []EntryWrite
+}
+
+// UserWrite sets a user's derived fields.
+type UserWrite struct {
+	User  string
+	Stats materialize.UserStats
+}
+
+// EntryWrite replaces studentStatus.<User>.<ProblemKey> of Homework.
+type EntryWrite struct {
+	Homework   bson.ObjectID
+	User       string
+	ProblemKey string
+	Entry      materialize.Entry
+}
+
+// Len is the number of documents' fields the batch writes.
+func (w *Writes) Len() int { return len(w.Users) + len(w.Entries) }
+
+// KeyIndex is the materializer's own record of each submission's
+// (user, problem): a delete event carries only _id, and MongoDB before 6.0
+// has no pre-images, so the pair is looked up here. Records only grow (a
+// submission moved to another pair keeps both), so replaying a batch after a
+// crash still finds every pair it touched.
+type KeyIndex interface {
+	LookupKeys(ctx context.Context, ids []bson.ObjectID) (map[bson.ObjectID][]materialize.Pair, error)
+	RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materialize.Pair) error
+}
+
+// Scanner reads whole collections for a rebuild.
+type Scanner interface {
+	// ScanSubmissions calls fn for every submission in (user, problem,
+	// timestamp, _id) order, and bad for each that cannot be decoded.
+	ScanSubmissions(ctx context.Context, fn func(materialize.Submission) error, bad func(*materialize.DecodeError)) error
+	// AllProblems and AllHomeworks return every document (homeworks with
+	// every entry's stored value); AllUsers every user's stored fields.
+	AllProblems(ctx context.Context) ([]*materialize.Problem, []*materialize.DecodeError, error)
+	AllHomeworks(ctx context.Context) ([]*HomeworkDoc, []*materialize.DecodeError, error)
+	AllUsers(ctx context.Context) (map[string]StoredUser, []*materialize.DecodeError, error)
+	// ClusterTime returns the current cluster time, read before a scan so
+	// that a stream started there misses nothing that happened during it.
+	ClusterTime(ctx context.Context) (bson.Timestamp, error)
+}
+
+// Store is everything the engine and the rebuild need from one database.
+type Store interface {
+	Source
+	Writer
+	KeyIndex
+	Scanner
+}
