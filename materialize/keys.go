@@ -144,6 +144,7 @@ var (
 	submissionFields = []string{"user", "problem", "languageType", "timestamp", "status", "score"}
 	homeworkConfig   = []string{"duration.end", "penalty"}
 	problemFields    = []string{"homeworks"}
+	userFields       = []string{FieldSubmission, FieldACSubmission, FieldACProblemIDs}
 )
 
 // touches reports whether a changed path f overlaps a relevant path r:
@@ -172,7 +173,8 @@ func touchesAny(fields, relevant []string) bool {
 // work without pre-images); a homework change dirties the pairs with an
 // entry in it, narrowed to studentStatus.<user>[.<problem>] when only
 // those paths changed; a problem change dirties the pairs with an entry for
-// it anywhere; a user insert dirties its counts. Updates that touch no
+// it anywhere; a user insert, replace or write to its derived fields
+// dirties its counts. Updates that touch no
 // field the derivation reads give no keys.
 func Extract(c Change) *Keys {
 	k := NewKeys()
@@ -206,7 +208,12 @@ func Extract(c Change) *Keys {
 		}
 		k.Problems[c.ProblemID] = struct{}{}
 	case CollUser:
-		if c.Op == OpInsert || c.Op == OpReplace {
+		// An insert or replace, or any write to the derived fields by
+		// someone else (Back-End code not yet switched over, a deposed
+		// instance, an operator), is recomputed and so corrected. The
+		// materializer's own writes come back here too and find the stored
+		// value equal, so they converge.
+		if c.Op == OpInsert || c.Op == OpReplace || (c.Op == OpUpdate && touchesAny(c.Fields, userFields)) {
 			k.AddUser(c.UserID)
 		}
 	}

@@ -220,6 +220,7 @@ func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
 			}
 		}
 		if quiet {
+			e.Metrics.LagSeconds.Set(0) // caught up with the oplog
 			if untilQuiet {
 				return e.save(ctx, st.ResumeToken(), bson.Timestamp{})
 			}

@@ -55,11 +55,13 @@ type Event struct {
 }
 
 // Watched are the collections whose changes alter derived values; user
-// documents matter only when inserted or replaced.
+// documents matter when inserted, replaced, or when their derived fields
+// are written.
 var Watched = []string{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem}
 
 // Pipeline is the change stream pipeline: it keeps only events of the
-// watched collections (and user inserts/replaces, and the events that
+// watched collections (and user inserts, replaces and updates, so a write
+// to the derived fields by anyone else is corrected; and the events that
 // invalidate the stream) and projects them server-side to what key
 // extraction reads: operationType, ns, documentKey, clusterTime, a
 // submission's user and problem, and the *names* of changed fields. No
@@ -84,7 +86,7 @@ func Pipeline() bson.A {
 	return bson.A{
 		bson.M{"$match": bson.M{"$or": bson.A{
 			bson.M{"ns.coll": bson.M{"$in": bson.A{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem}}},
-			bson.M{"ns.coll": materialize.CollUser, "operationType": bson.M{"$in": bson.A{"insert", "replace"}}},
+			bson.M{"ns.coll": materialize.CollUser, "operationType": bson.M{"$in": bson.A{"insert", "replace", "update"}}},
 			bson.M{"operationType": bson.M{"$in": bson.A{"drop", "rename", "dropDatabase", "invalidate"}}},
 		}}},
 		bson.M{"$project": bson.M{

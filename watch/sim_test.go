@@ -124,6 +124,7 @@ func (w *world) step() string {
 	switch {
 	case pick < 30 || len(w.subs) == 0: // a new submission, pending
 		id := bson.NewObjectIDFromTimestamp(time.UnixMilli(w.base + w.clock))
+		id[11], id[10] = byte(len(w.subs)), byte(len(w.subs)>>8) // unique within a second
 		lang := int32(w.r.IntN(4))
 		doc := mtest.Raw("_id", id, "user", w.users[w.r.IntN(len(w.users))], "problem", int32(w.probs[w.r.IntN(len(w.probs))]),
 			"languageType", lang, "timestamp", bson.DateTime(w.base+w.clock), "status", int32(-1), "score", int32(-1), "tasks", bson.A{})
@@ -198,7 +199,13 @@ func (w *world) step() string {
 		}
 		must(w.st.Update(materialize.CollHomework, setFields(doc, "studentStatus", out), []string{"studentStatus." + u}))
 		return "homework students"
-	case pick < 92: // tamper an entry, as the old finish_judging would
+	case pick < 90: // the old add_submission still running: user.submission += 1
+		u := w.users[w.r.IntN(len(w.users))]
+		doc := w.st.Get(materialize.CollUser, u)
+		n, _ := doc.Lookup("submission").AsInt64OK()
+		must(w.st.Update(materialize.CollUser, setFields(doc, "submission", int32(n+1)), []string{"submission"}))
+		return "tamper user"
+	case pick < 93: // tamper an entry, as the old finish_judging would
 		i := w.r.IntN(len(w.hws))
 		doc := w.st.Get(materialize.CollHomework, w.hws[i])
 		entries, _ := mtest.StoredEntries(doc)

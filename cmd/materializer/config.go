@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// envPrefix is the prefix of every configuration variable.
+const envPrefix = "MATERIALIZER"
+
+// Config is the daemon's configuration, read from MATERIALIZER_*
+// environment variables (see the README's configuration table).
+type Config struct {
+	MongoDBURI           string        `envconfig:"MONGODB_URI" desc:"MongoDB connection string of a replica set (required; never logged with its password)"`
+	Database             string        `envconfig:"DATABASE" default:"normal-oj" desc:"Back-End's database"`
+	BatchSize            int           `envconfig:"BATCH_SIZE" default:"500" desc:"change events per batch at most"`
+	BatchMaxWait         time.Duration `envconfig:"BATCH_MAX_WAIT" default:"200ms" desc:"a batch closes this long after its first event"`
+	CheckpointInterval   time.Duration `envconfig:"CHECKPOINT_INTERVAL" default:"10s" desc:"a quiet stream saves its postBatchResumeToken this often"`
+	CheckpointCollection string        `envconfig:"CHECKPOINT_COLLECTION" default:"materializer_checkpoints" desc:"collection of the checkpoint and the lease"`
+	KeysCollection       string        `envconfig:"KEYS_COLLECTION" default:"materializer_submission_keys" desc:"collection of the submission key index"`
+	HistoryLost          string        `envconfig:"HISTORY_LOST" default:"rebuild" desc:"when the resume token left the oplog: rebuild or exit"`
+	CreateIndexes        bool          `envconfig:"CREATE_INDEXES" default:"true" desc:"create the indexes the daemon reads with at start-up"`
+	LogLevel             string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	LogFormat            string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or console"`
+	HTTPAddr             string        `envconfig:"HTTP_ADDR" default:":9090" desc:"listen address of /metrics, /healthz and /readyz (empty: off)"`
+	ReadyMaxLag          time.Duration `envconfig:"READY_MAX_LAG" default:"60s" desc:"/readyz fails when the stream lags more than this"`
+	InstanceID           string        `envconfig:"INSTANCE_ID" desc:"lease owner id (default hostname-pid)"`
+	LeaseTTL             time.Duration `envconfig:"LEASE_TTL" default:"15s" desc:"lease duration; a standby takes over within about this long"`
+	RedisURL             string        `envconfig:"REDIS_URL" desc:"Back-End's Redis; when set, high-score cache keys are deleted after writes land"`
+	WriteTimeout         time.Duration `envconfig:"WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write"`
+}
+
+// configError is a configuration problem: exit status 2.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
+
+// loadConfig reads and validates the configuration. needMongo says whether
+// the command talks to MongoDB (offline dump commands do not).
+func loadConfig(needMongo bool) (*Config, error) {
+	var c Config
+	if err := envconfig.Process(envPrefix, &c); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return nil, &configError{fmt.Sprintf("invalid %s_%s=%q: %v", envPrefix, pe.KeyName, pe.Value, pe.Err)}
+		}
+		return nil, &configError{err.Error()}
+	}
+	if needMongo && c.MongoDBURI == "" {
+		return nil, &configError{envPrefix + "_MONGODB_URI is required (e.g. mongodb://localhost:27017/?replicaSet=rs0)"}
+	}
+	if c.MongoDBURI != "" && !strings.HasPrefix(c.MongoDBURI, "mongodb://") && !strings.HasPrefix(c.MongoDBURI, "mongodb+srv://") {
+		return nil, &configError{envPrefix + "_MONGODB_URI must start with mongodb:// or mongodb+srv://"}
+	}
+	switch {
+	case c.BatchSize <= 0:
+		return nil, &configError{fmt.Sprintf("%s_BATCH_SIZE must be positive, got %d", envPrefix, c.BatchSize)}
+	case c.BatchMaxWait <= 0:
+		return nil, &configError{envPrefix + "_BATCH_MAX_WAIT must be positive"}
+	case c.CheckpointInterval <= 0:
+		return nil, &configError{envPrefix + "_CHECKPOINT_INTERVAL must be positive"}
+	case c.LeaseTTL < time.Second:
+		return nil, &configError{envPrefix + "_LEASE_TTL must be at least 1s"}
+	case c.WriteTimeout <= 0 || c.WriteTimeout >= c.LeaseTTL/2:
+		return nil, &configError{fmt.Sprintf("%s_WRITE_TIMEOUT must be positive and under half of %s_LEASE_TTL (%s), so a write cannot outlive the lease", envPrefix, envPrefix, c.LeaseTTL)}
+	case c.Database == "":
+		return nil, &configError{envPrefix + "_DATABASE must not be empty"}
+	}
+	switch watch.HistoryLostPolicy(c.HistoryLost) {
+	case watch.OnHistoryLostRebuild, watch.OnHistoryLostExit:
+	default:
+		return nil, &configError{fmt.Sprintf("%s_HISTORY_LOST must be rebuild or exit, got %q", envPrefix, c.HistoryLost)}
+	}
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		return nil, &configError{fmt.Sprintf("%s_LOG_FORMAT must be json or console, got %q", envPrefix, c.LogFormat)}
+	}
+	if c.InstanceID == "" {
+		host, _ := os.Hostname()
+		c.InstanceID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	return &c, nil
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/memstore"
+	"github.com/normal-oj/noj-materializer/resume"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+func cmdRebuild(ctx context.Context, env *environment, args []string) error {
+	fs := newFlags(env, "rebuild", "[--dry-run] [--dump DIR --out OUT]", `Recompute every user's counts and every studentStatus entry from the source
+documents, write the values that differ, record each submission's (user,
+problem) in the key index, and save a checkpoint at the cluster time read
+before the scan, so a following 'run' misses nothing. Then exit 0.
+
+Offline: --dump DIR reads a mongodump directory (DIR/<database>/ or DIR
+itself) and --out OUT writes a corrected copy in the same layout; only the
+derived fields change, every other byte is copied. Reads submissions once,
+sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
+	dryRun := fs.Bool("dry-run", false, "report what would change; write nothing")
+	dumpDir := fs.String("dump", "", "mongodump directory to read instead of MongoDB")
+	out := fs.String("out", "", "with --dump: directory to write the corrected dump to (must be empty or absent)")
+	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dumpDir == "" && *out != "" {
+		return &configError{"--out needs --dump"}
+	}
+	if *dumpDir != "" && *out == "" && !*dryRun {
+		return &configError{"--dump needs --out (or --dry-run)"}
+	}
+	cfg, err := loadConfig(*dumpDir == "")
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(env, cfg)
+	if err != nil {
+		return err
+	}
+	opts := watch.RebuildOptions{DryRun: *dryRun, MaxDiffs: *maxDiffs}
+	if *dumpDir != "" {
+		return rebuildDump(ctx, env, cfg, *dumpDir, *out, opts)
+	}
+
+	db, err := openMongo(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeMongo(db, log)
+	if opts.DryRun {
+		rep, err := watch.Rebuild(ctx, db, materialize.NewDeriver(), opts)
+		if err != nil {
+			return err
+		}
+		printReport(env.stdout, rep, "would change")
+		return nil
+	}
+	// The rebuild moves the checkpoint, so it needs the lease: it must not
+	// race a running sidecar's checkpoints.
+	lease, ok, err := db.Acquire(ctx, cfg.InstanceID, cfg.LeaseTTL, time.Now())
+	if err != nil {
+		return fmt.Errorf("acquire lease: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("another instance (%s, epoch %d) holds the lease until %s; stop it or wait, then retry",
+			lease.Owner, lease.Epoch, lease.Expires.Format(time.RFC3339))
+	}
+	defer func() { _ = db.Release(context.WithoutCancel(ctx), cfg.InstanceID, lease.Epoch) }()
+	eng := &watch.Engine{Store: db, Feed: db, Checkpoints: db, Log: log,
+		Config: watch.Config{Epoch: lease.Epoch, Owner: cfg.InstanceID}}
+	rep, err := eng.RebuildAndCheckpoint(ctx)
+	if err != nil {
+		return err
+	}
+	printReport(env.stdout, rep, "written")
+	fmt.Fprintf(env.stdout, "checkpoint: start at cluster time %d.%d\n", rep.StartAt.T, rep.StartAt.I)
+	return nil
+}
+
+// loadDump reads a mongodump directory into an in-memory store.
+func loadDump(dir, database string) (dump.Dir, *memstore.Store, error) {
+	d, err := dump.Resolve(dir, database)
+	if err != nil {
+		return d, nil, &configError{err.Error()}
+	}
+	st := memstore.New()
+	for _, coll := range dump.Sources {
+		docs, err := d.Read(coll)
+		if err != nil {
+			return d, nil, err
+		}
+		if err := st.Load(coll, docs...); err != nil {
+			return d, nil, fmt.Errorf("load dump: %w", err)
+		}
+	}
+	return d, st, nil
+}
+
+func rebuildDump(ctx context.Context, env *environment, cfg *Config, dir, out string, opts watch.RebuildOptions) error {
+	d, st, err := loadDump(dir, cfg.Database)
+	if err != nil {
+		return err
+	}
+	rep, err := watch.Rebuild(ctx, st, materialize.NewDeriver(), opts)
+	if err != nil {
+		return err
+	}
+	if opts.DryRun {
+		printReport(env.stdout, rep, "would change")
+		return nil
+	}
+	docs := map[string][]bson.Raw{
+		materialize.CollUser:     st.Collection(materialize.CollUser),
+		materialize.CollHomework: st.Collection(materialize.CollHomework),
+	}
+	if err := d.Copy(out, docs); err != nil {
+		return err
+	}
+	printReport(env.stdout, rep, "corrected")
+	fmt.Fprintf(env.stdout, "wrote %s\n", out)
+	return nil
+}
+
+func cmdVerify(ctx context.Context, env *environment, args []string) error {
+	fs := newFlags(env, "verify", "[--dump DIR] [--max-diffs N]", `Recompute every derived value and compare it with what is stored. Prints the
+number of drifted users and entries and the first differences. Writes
+nothing. Exit status 1 when anything drifted, 0 when clean.`)
+	dumpDir := fs.String("dump", "", "mongodump directory to check instead of MongoDB")
+	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*dumpDir == "")
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(env, cfg)
+	if err != nil {
+		return err
+	}
+	opts := watch.RebuildOptions{DryRun: true, MaxDiffs: *maxDiffs}
+	var rep *watch.RebuildReport
+	if *dumpDir != "" {
+		_, st, err := loadDump(*dumpDir, cfg.Database)
+		if err != nil {
+			return err
+		}
+		if rep, err = watch.Rebuild(ctx, st, materialize.NewDeriver(), opts); err != nil {
+			return err
+		}
+	} else {
+		db, err := openMongo(ctx, cfg, zerolog.Nop())
+		if err != nil {
+			return err
+		}
+		defer closeMongo(db, log)
+		if rep, err = watch.Rebuild(ctx, db, materialize.NewDeriver(), opts); err != nil {
+			return err
+		}
+	}
+	printReport(env.stdout, rep, "drifted")
+	if rep.Drift() > 0 {
+		return errDrift
+	}
+	return nil
+}
+
+// printReport prints a rebuild or verify report.
+func printReport(w io.Writer, rep *watch.RebuildReport, verb string) {
+	fmt.Fprintf(w, "submissions read: %d\n", rep.Submissions)
+	fmt.Fprintf(w, "users: %d compared, %d %s\n", rep.Users, rep.DriftedUsers, verb)
+	fmt.Fprintf(w, "entries: %d compared, %d %s\n", rep.Entries, rep.DriftedEntries, verb)
+	fmt.Fprintf(w, "penalty errors: %d\n", rep.PenaltyErrors)
+	fmt.Fprintf(w, "malformed documents skipped: %d\n", len(rep.Malformed))
+	for i, m := range rep.Malformed {
+		if i == 10 {
+			fmt.Fprintf(w, "  ... %d more\n", len(rep.Malformed)-i)
+			break
+		}
+		fmt.Fprintf(w, "  %v\n", m)
+	}
+	if len(rep.Diffs) > 0 {
+		fmt.Fprintf(w, "first differences:\n")
+		for _, d := range rep.Diffs {
+			fmt.Fprintf(w, "  %s %s %s\n    stored:  %s\n    derived: %s\n", d.Collection, d.ID, d.Path, orNone(d.Stored), d.Derived)
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(absent or unreadable)"
+	}
+	return s
+}
+
+func cmdStatus(ctx context.Context, env *environment, args []string) error {
+	fs := newFlags(env, "status", "", `Show the saved checkpoint (resume token or start time), the cluster time of
+the last processed event, the lag behind the cluster's current time, and the
+lease holder and epoch.`)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(true)
+	if err != nil {
+		return err
+	}
+	db, err := openMongo(ctx, cfg, zerolog.Nop())
+	if err != nil {
+		return err
+	}
+	defer closeMongo(db, zerolog.Nop())
+	cp, ok, err := db.LoadCheckpoint(ctx)
+	if err != nil {
+		return fmt.Errorf("load checkpoint: %w", err)
+	}
+	now, err := db.ClusterTime(ctx)
+	if err != nil {
+		return fmt.Errorf("read cluster time: %w", err)
+	}
+	printStatus(env.stdout, cp, ok, now)
+	l, ok, err := db.Current(ctx)
+	if err != nil {
+		return fmt.Errorf("read lease: %w", err)
+	}
+	if !ok {
+		fmt.Fprintln(env.stdout, "lease: none")
+	} else {
+		state := "held"
+		if time.Now().After(l.Expires) {
+			state = "expired"
+		}
+		fmt.Fprintf(env.stdout, "lease: %s by %s, epoch %d, until %s\n", state, l.Owner, l.Epoch, l.Expires.Format(time.RFC3339))
+	}
+	return nil
+}
+
+func printStatus(w io.Writer, cp resume.Checkpoint, ok bool, now bson.Timestamp) {
+	if !ok || cp.Empty() {
+		fmt.Fprintln(w, "checkpoint: none (the next 'run' rebuilds first)")
+		return
+	}
+	if len(cp.Token) > 0 {
+		fmt.Fprintf(w, "checkpoint: resume token %s\n", cp.Token)
+	} else {
+		fmt.Fprintf(w, "checkpoint: start at cluster time %d.%d (after a rebuild)\n", cp.StartAt.T, cp.StartAt.I)
+	}
+	fmt.Fprintf(w, "saved: %s by %s (epoch %d)\n", cp.SavedAt.Format(time.RFC3339), orNone(cp.Owner), cp.Epoch)
+	if !cp.RebuiltAt.IsZero() {
+		fmt.Fprintf(w, "last rebuild: %s\n", cp.RebuiltAt.Format(time.RFC3339))
+	}
+	if !cp.ClusterTime.IsZero() {
+		lag := int64(now.T) - int64(cp.ClusterTime.T)
+		fmt.Fprintf(w, "last event cluster time: %d.%d (%s)\n", cp.ClusterTime.T, cp.ClusterTime.I,
+			time.Unix(int64(cp.ClusterTime.T), 0).UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "lag: %ds behind cluster time %d.%d\n", max(lag, 0), now.T, now.I)
+	}
+}

@@ -1,0 +1,216 @@
+// Package dump reads and writes mongodump directories (one BSON file per
+// collection, optionally gzipped, beside a .metadata.json) so the
+// materializer can verify and repair a backup with no server at hand.
+package dump
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+)
+
+// Sources are the collections the derivation reads and writes.
+var Sources = []string{materialize.CollUser, materialize.CollProblem, materialize.CollHomework, materialize.CollSubmission}
+
+// Dir is a mongodump database directory: DIR/<db>/ as mongodump --out DIR
+// writes it, or a directory holding the .bson files itself.
+type Dir struct {
+	Path string // the directory holding <collection>.bson[.gz]
+}
+
+// Resolve finds the database directory under path: path/<db> when it
+// exists, else path itself when it holds a submission, homework, problem
+// or user BSON file. Errors name what was looked for.
+func Resolve(path, db string) (Dir, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return Dir{}, fmt.Errorf("dump directory: %w", err)
+	}
+	if !st.IsDir() {
+		return Dir{}, fmt.Errorf("dump directory %s: not a directory", path)
+	}
+	if sub := filepath.Join(path, db); isDir(sub) {
+		return Dir{Path: sub}, nil
+	}
+	for _, c := range Sources {
+		if _, _, ok := find(path, c); ok {
+			return Dir{Path: path}, nil
+		}
+	}
+	return Dir{}, fmt.Errorf("dump directory %s: neither %s/ nor any of %s.bson found", path, db, strings.Join(Sources, ".bson, "))
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// find returns the file of a collection and whether it is gzipped.
+func find(dir, coll string) (string, bool, bool) {
+	p := filepath.Join(dir, coll+".bson")
+	if _, err := os.Stat(p); err == nil {
+		return p, false, true
+	}
+	if _, err := os.Stat(p + ".gz"); err == nil {
+		return p + ".gz", true, true
+	}
+	return "", false, false
+}
+
+// Read returns every document of coll in file order; a missing collection
+// file is an empty collection. A truncated or corrupt file is an error
+// naming the file and the document's offset.
+func (d Dir) Read(coll string) ([]bson.Raw, error) {
+	p, gz, ok := find(d.Path, coll)
+	if !ok {
+		return nil, nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("read dump: %w", err)
+	}
+	defer f.Close()
+	var r io.Reader = bufio.NewReaderSize(f, 1<<20)
+	if gz {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("read dump %s: %w", p, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	var out []bson.Raw
+	var off int64
+	for {
+		doc, err := bson.ReadDocument(r)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read dump %s: document at byte %d: %w", p, off, err)
+		}
+		if err := doc.Validate(); err != nil {
+			return nil, fmt.Errorf("read dump %s: document at byte %d: %w", p, off, err)
+		}
+		off += int64(len(doc))
+		out = append(out, doc)
+	}
+}
+
+// Copy writes a corrected copy of the dump to out: every file of d is
+// copied byte for byte, except the collections in docs, whose BSON files
+// are rewritten with the given documents (in the same compression).
+// out must not exist or be empty; it is created with the same layout.
+func (d Dir) Copy(out string, docs map[string][]bson.Raw) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("write dump: %s is not empty (refusing to overwrite)", out)
+	}
+	files, err := os.ReadDir(d.Path)
+	if err != nil {
+		return fmt.Errorf("read dump: %w", err)
+	}
+	for _, fe := range files {
+		if fe.IsDir() {
+			continue
+		}
+		name := fe.Name()
+		coll := strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".bson")
+		newDocs, rewrite := docs[coll]
+		isBSON := strings.HasSuffix(name, ".bson") || strings.HasSuffix(name, ".bson.gz")
+		if rewrite && isBSON {
+			if err := writeBSON(filepath.Join(out, name), strings.HasSuffix(name, ".gz"), newDocs); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := copyFile(filepath.Join(d.Path, name), filepath.Join(out, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeBSON(path string, gz bool, docs []bson.Raw) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("write dump: %w", cerr)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	var w io.Writer = bw
+	var zw *gzip.Writer
+	if gz {
+		zw = gzip.NewWriter(bw)
+		w = zw
+	}
+	for _, doc := range docs {
+		if _, err := w.Write(doc); err != nil {
+			return fmt.Errorf("write dump %s: %w", path, err)
+		}
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return fmt.Errorf("write dump %s: %w", path, err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write dump %s: %w", path, err)
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("copy dump file: %w", err)
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return fmt.Errorf("copy dump file: %w", err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy dump file %s: %w", src, err)
+	}
+	return out.Close()
+}
+
+// Write creates a dump directory holding the given collections as plain
+// .bson files with minimal .metadata.json files (for tests and the demo
+// generator).
+func Write(dir string, docs map[string][]bson.Raw) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	}
+	for coll, ds := range docs {
+		if err := writeBSON(filepath.Join(dir, coll+".bson"), false, ds); err != nil {
+			return err
+		}
+		meta := fmt.Sprintf(`{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id":{"$numberInt":"1"}},"name":"_id_"}],"uuid":"","collectionName":%q,"type":"collection"}`, coll)
+		if err := os.WriteFile(filepath.Join(dir, coll+".metadata.json"), []byte(meta), 0o644); err != nil {
+			return fmt.Errorf("write dump: %w", err)
+		}
+	}
+	return nil
+}
