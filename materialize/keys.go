@@ -188,7 +188,9 @@ func Extract(c Change) *Keys {
 		if c.Op == OpUpdate && !touchesAny(c.Fields, submissionFields) {
 			return k
 		}
-		k.Submissions[c.SubmissionID] = k.Submissions[c.SubmissionID]
+		if _, ok := k.Submissions[c.SubmissionID]; !ok {
+			k.Submissions[c.SubmissionID] = nil // known id, pair to be resolved
+		}
 		if c.HasPair {
 			k.Submissions[c.SubmissionID] = appendNew(k.Submissions[c.SubmissionID], c.Pair)
 			k.AddUser(c.Pair.User)

@@ -64,7 +64,7 @@ func PatchHomework(doc bson.Raw, entries map[string]map[string]Entry) (out bson.
 	if err != nil {
 		return nil, false, fmt.Errorf("patch homework %s: %w", docID(doc), err)
 	}
-	idx, buf := bsoncore.AppendDocumentStart(nil)
+	idx, buf := bsoncore.AppendDocumentStart(make([]byte, 0, len(doc)+len(doc)/4))
 	for _, el := range elems {
 		ss, isDoc := el.Value().DocumentOK()
 		if el.Key() != FieldStudentStatus || !isDoc {

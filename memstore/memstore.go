@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -46,9 +45,6 @@ type Store struct {
 	// Writes of one Apply call fail one at a time, so a failure can land
 	// between writes of one batch.
 	Fail func(op string) error
-	// Now is the clock for the lease; time.Now when nil.
-	Now func() time.Time
-
 	stats Stats
 }
 
@@ -107,13 +103,6 @@ func (s *Store) fail(op string) error {
 		}
 	}
 	return nil
-}
-
-func (s *Store) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
 }
 
 // docKey renders an _id value as a map key (type and bytes).
@@ -273,7 +262,7 @@ func (s *Store) emit(op, coll string, id bson.RawValue, full bson.Raw, fields []
 	ev := bson.D{
 		{Key: "_id", Value: token(seq)},
 		{Key: "operationType", Value: op},
-		{Key: "clusterTime", Value: bson.Timestamp{T: uint32(seq), I: 1}},
+		{Key: "clusterTime", Value: clusterTime(seq)},
 		{Key: "ns", Value: bson.D{{Key: "db", Value: "normal-oj"}, {Key: "coll", Value: coll}}},
 		{Key: "documentKey", Value: bson.D{{Key: "_id", Value: id}}},
 	}
@@ -318,12 +307,13 @@ func (s *Store) EmitRaw(ev bson.D) {
 	s.oplog = append(s.oplog, raw)
 }
 
-// TruncateOplog drops every event so far: resuming from any earlier token
-// then fails with watch.ErrHistoryLost, as when the oplog rolls over.
+// TruncateOplog drops every event but the latest, as when the oplog rolls
+// over: resuming from an earlier token then fails with
+// watch.ErrHistoryLost, while starting at the current cluster time works.
 func (s *Store) TruncateOplog() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.horizon = len(s.oplog)
+	s.horizon = max(len(s.oplog)-1, 0)
 }
 
 // OplogLen is the number of events emitted so far.
@@ -331,6 +321,28 @@ func (s *Store) OplogLen() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.oplog)
+}
+
+// Cluster times: event seq (1-based) happened at Unix second
+// clusterBase + 60*seq, so cluster times look like real ones (lag metrics)
+// and a start time some seconds early re-delivers at most the latest event.
+const clusterBase = 1_700_000_000
+
+func clusterTime(seq int) bson.Timestamp {
+	return bson.Timestamp{T: uint32(clusterBase + 60*seq), I: 1}
+}
+
+// seqAt is the first event seq at or after cluster time t.
+func seqAt(t bson.Timestamp) int {
+	d := int64(t.T) - clusterBase
+	if d <= 0 {
+		return 1
+	}
+	seq := int((d + 59) / 60)
+	if int64(seq)*60+clusterBase == int64(t.T) && t.I > 1 {
+		seq++
+	}
+	return seq
 }
 
 // token encodes an oplog position as a resume token: {_data: hex(seq)}.
@@ -369,7 +381,7 @@ func (s *Store) Open(ctx context.Context, at watch.Position) (watch.Stream, erro
 		}
 		next = seq
 	case !at.StartAt.IsZero():
-		next = int(at.StartAt.T) - 1
+		next = seqAt(at.StartAt) - 1
 	}
 	if next < s.horizon {
 		return nil, fmt.Errorf("resume at event %d, oplog starts at %d: %w", next, s.horizon, watch.ErrHistoryLost)

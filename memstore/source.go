@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -296,32 +297,89 @@ func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
 		s.emit("update", materialize.CollUser, id, nil,
 			[]string{materialize.FieldSubmission, materialize.FieldACSubmission, materialize.FieldACProblemIDs})
 	}
-	for _, ew := range w.Entries {
+	// Entries are applied in order, one failure-injection step each, but a
+	// homework document is re-encoded once per call however many of its
+	// entries the call writes (the server applies each $set in place), so
+	// a rebuild's bulk writes do not copy a large homework once per entry.
+	type group struct {
+		id     bson.ObjectID
+		want   map[string]map[string]materialize.Entry
+		fields []string
+	}
+	var groups []*group
+	byHW := make(map[bson.ObjectID]*group)
+	var failed error
+	for _, e := range w.Entries {
 		if err := s.fail("write.entry"); err != nil {
-			return err
+			failed = err
+			break
 		}
-		t, data, _ := bson.MarshalValue(ew.Homework)
-		k := docKey(bson.RawValue{Type: t, Value: data})
+		g := byHW[e.Homework]
+		if g == nil {
+			g = &group{id: e.Homework, want: make(map[string]map[string]materialize.Entry)}
+			byHW[e.Homework] = g
+			groups = append(groups, g)
+		}
+		if g.want[e.User] == nil {
+			g.want[e.User] = make(map[string]materialize.Entry)
+		}
+		g.want[e.User][e.ProblemKey] = e.Entry
+		g.fields = append(g.fields, materialize.FieldStudentStatus+"."+e.User+"."+e.ProblemKey)
+	}
+	for _, g := range groups {
+		t, data, _ := bson.MarshalValue(g.id)
+		id := bson.RawValue{Type: t, Value: data}
+		k := docKey(id)
 		raw, ok := s.colls[materialize.CollHomework][k]
-		if !ok {
-			continue
-		}
-		patched, changed, err := materialize.PatchHomework(raw, map[string]map[string]materialize.Entry{
-			ew.User: {ew.ProblemKey: ew.Entry},
-		})
-		if err != nil {
+		if err := s.applyEntries(k, raw, ok, g.want, g.fields, id); err != nil {
 			return err
 		}
-		if !changed {
-			s.stats.NoopWrites++
-			continue
-		}
-		s.put(materialize.CollHomework, k, patched)
-		s.stats.EntryWrites++
-		s.emit("update", materialize.CollHomework, bson.RawValue{Type: t, Value: data}, nil,
-			[]string{materialize.FieldStudentStatus + "." + ew.User + "." + ew.ProblemKey})
+	}
+	if failed != nil {
+		return failed
 	}
 	return nil
+}
+
+// applyEntries patches one homework with the entries in want and emits
+// one update event per entry whose stored value changed.
+func (s *Store) applyEntries(k string, raw bson.Raw, exists bool, want map[string]map[string]materialize.Entry, fields []string, id bson.RawValue) error {
+	if !exists || len(want) == 0 {
+		return nil
+	}
+	var changedFields []string
+	for _, f := range fields {
+		// Compare before patching to know which entries change.
+		user, pk := splitEntryField(f)
+		if v, err := raw.LookupErr(materialize.FieldStudentStatus, user, pk); err == nil {
+			if !want[user][pk].MatchesStored(v) {
+				changedFields = append(changedFields, f)
+			} else {
+				s.stats.NoopWrites++
+			}
+		}
+	}
+	if len(changedFields) == 0 {
+		return nil
+	}
+	patched, _, err := materialize.PatchHomework(raw, want)
+	if err != nil {
+		return err
+	}
+	s.put(materialize.CollHomework, k, patched)
+	for _, f := range changedFields {
+		s.stats.EntryWrites++
+		s.emit("update", materialize.CollHomework, id, nil, []string{f})
+	}
+	return nil
+}
+
+// splitEntryField splits "studentStatus.<user>.<problemKey>"; the problem
+// key has no dot, the user may.
+func splitEntryField(f string) (user, pk string) {
+	rest := f[len(materialize.FieldStudentStatus)+1:]
+	i := strings.LastIndexByte(rest, '.')
+	return rest[:i], rest[i+1:]
 }
 
 // LookupKeys implements watch.KeyIndex.
@@ -457,7 +515,7 @@ func (s *Store) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 	if err := s.read(); err != nil {
 		return bson.Timestamp{}, err
 	}
-	return bson.Timestamp{T: uint32(max(len(s.oplog), 1)), I: 1}, nil
+	return clusterTime(max(len(s.oplog), 1)), nil
 }
 
 // ---- resume.Store and resume.LeaseStore ----

@@ -373,13 +373,27 @@ func (e *Engine) rebuildAndCheckpoint(ctx context.Context, reason string, out **
 	if out != nil {
 		*out = rep
 	}
-	cp := resume.Checkpoint{StartAt: rep.StartAt, ClusterTime: rep.StartAt, RebuiltAt: e.Now(), SavedAt: e.Now(),
+	cp := resume.Checkpoint{StartAt: streamStart(rep.StartAt), ClusterTime: rep.StartAt, RebuiltAt: e.Now(), SavedAt: e.Now(),
 		Epoch: e.Config.Epoch, Owner: e.Config.Owner}
 	if err := e.Checkpoints.SaveCheckpoint(ctx, cp); err != nil {
 		return resume.Checkpoint{}, e.saveErr(err)
 	}
 	e.Metrics.Checkpoints.Inc()
 	return cp, nil
+}
+
+// startMargin is how far before a rebuild's snapshot time the following
+// stream starts. A write whose oplog timestamp precedes the snapshot time
+// but which was not yet visible to the scan (an oplog hole) is delivered by
+// the stream instead; re-delivering writes the scan did see is harmless,
+// since recomputation is idempotent.
+const startMargin = 30 // seconds
+
+func streamStart(t bson.Timestamp) bson.Timestamp {
+	if t.T > startMargin {
+		return bson.Timestamp{T: t.T - startMargin, I: 0}
+	}
+	return bson.Timestamp{T: 1, I: 0}
 }
 
 // save stores the checkpoint for token after the writes it covers landed.

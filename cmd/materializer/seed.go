@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/rs/zerolog"
 
 	"github.com/normal-oj/noj-materializer/demo"
 	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/mongodb"
 )
 
 func cmdSeed(ctx context.Context, env *environment, args []string) error {
@@ -25,6 +27,7 @@ MATERIALIZER_MONGODB_URI's database, which must hold no Back-End data yet.`)
 	fs.IntVar(&p.Submissions, "submissions", 2000, "number of submissions")
 	fs.Uint64Var(&p.Seed, "seed", 1, "random seed (same seed, same data)")
 	out := fs.String("out", "", "write a mongodump directory here instead of inserting into MongoDB")
+	ifEmpty := fs.Bool("if-empty", false, "exit 0 without inserting when the database already has submissions (for repeated 'make up')")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -54,6 +57,10 @@ MATERIALIZER_MONGODB_URI's database, which must hold no Back-End data yet.`)
 	}
 	defer closeMongo(db, log)
 	n, err := db.Seed(ctx, docs)
+	if *ifEmpty && errors.Is(err, mongodb.ErrNotEmpty) {
+		fmt.Fprintf(env.stdout, "database %s already has data; nothing inserted\n", cfg.Database)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,210 @@
+package main
+
+// seed --out: the demo generator's dump, checked through verify and
+// rebuild, and its determinism.
+
+import (
+	"bytes"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+)
+
+// seedArgs are small sizes that keep each run fast.
+var seedArgs = []string{"--users", "7", "--problems", "5", "--homeworks", "3", "--submissions", "120"}
+
+func seedDump(t *testing.T, dir string, seed string) cliResult {
+	t.Helper()
+	args := append(append([]string{"seed"}, seedArgs...), "--seed", seed, "--out", dir)
+	r := runCLI(t, args...)
+	if r.code != exitOK {
+		t.Fatalf("%v: want exit 0\n%v", args, r)
+	}
+	return r
+}
+
+// TestSeedDumpVerifyRebuild: seed --out writes a dump of the sizes asked
+// for; verify finds the stale values the demo data carries on purpose
+// (exit 1); rebuild --out corrects them (verify exit 0), changing derived
+// bytes only, and the corrected values equal an independent derivation of
+// the dump's documents.
+func TestSeedDumpVerifyRebuild(t *testing.T) {
+	cleanConfigEnv(t)
+	root := t.TempDir()
+	in, out := filepath.Join(root, "seed"), filepath.Join(root, "fixed")
+	r := seedDump(t, in, "42")
+	if !strings.Contains(r.stdout, in) {
+		t.Errorf("seed does not say where it wrote\n%v", r)
+	}
+
+	docs := readDumpDocs(t, in)
+	if len(docs.Users) != 7 || len(docs.Problems) != 5 || len(docs.Homeworks) != 3 || len(docs.Submissions) != 120 {
+		t.Fatalf("seed wrote %d users, %d problems, %d homeworks, %d submissions; want 7, 5, 3, 120",
+			len(docs.Users), len(docs.Problems), len(docs.Homeworks), len(docs.Submissions))
+	}
+	for _, coll := range []string{"user", "problem", "homework", "submission"} {
+		if m := regexp.MustCompile(`(\d+) ` + coll + `s`).FindStringSubmatch(r.stdout); m == nil {
+			t.Errorf("seed does not report its %ss\n%v", coll, r)
+		}
+	}
+
+	r = runCLI(t, "verify", "--dump", in)
+	if r.code != exitFail {
+		t.Fatalf("verify of the seeded dump: want exit 1 (stale demo values)\n%v", r)
+	}
+	rep := parseReport(t, r)
+	if rep.driftedUsers+rep.driftedEntries == 0 {
+		t.Errorf("verify exit 1 but reports no drift\n%v", r)
+	}
+	if rep.submissions != 120 || rep.users != 7 {
+		t.Errorf("verify read %d submissions and %d users, want 120 and 7\n%v", rep.submissions, rep.users, r)
+	}
+
+	r = runCLI(t, "rebuild", "--dump", in, "--out", out)
+	if r.code != exitOK {
+		t.Fatalf("rebuild: want exit 0\n%v", r)
+	}
+	if got := parseReport(t, r); got != rep {
+		t.Errorf("rebuild reports %+v, verify reported %+v", got, rep)
+	}
+	r = runCLI(t, "verify", "--dump", out)
+	if r.code != exitOK {
+		t.Fatalf("verify of the rebuilt dump: want exit 0\n%v", r)
+	}
+	if got := parseReport(t, r); got.driftedUsers+got.driftedEntries != 0 || got.users != rep.users || got.entries != rep.entries {
+		t.Errorf("verify of the rebuilt dump: %+v (before: %+v)", got, rep)
+	}
+	checkOnlyDerivedChanged(t, in, out)
+
+	// The corrected values are those of a derivation of the seeded documents.
+	fixed := readDumpDocs(t, out)
+	want := materialize.Derive(docs)
+	if len(want.Malformed) > 0 {
+		t.Errorf("the demo data holds malformed documents: %v", want.Malformed)
+	}
+	for _, u := range fixed.Users {
+		name := u.Lookup("_id").StringValue()
+		w, ok := want.Users[name]
+		if !ok {
+			w = materialize.UserStats{ACProblemIDs: []int64{}}
+		}
+		wd, err := bson.Marshal(w.Fields())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range userDerivedFields {
+			got, ok := element(u, f)
+			if !ok || !sameValue(got, bson.Raw(wd).Lookup(f)) {
+				t.Errorf("user %s: %s = %v, derived %v", name, f, got, bson.Raw(wd).Lookup(f))
+			}
+		}
+	}
+	for _, h := range fixed.Homeworks {
+		id := h.Lookup("_id").ObjectID()
+		ss, ok := h.Lookup("studentStatus").DocumentOK()
+		if !ok {
+			continue
+		}
+		users, _ := ss.Elements()
+		for _, ue := range users {
+			probs, _ := ue.Value().Document().Elements()
+			for _, pe := range probs {
+				w, ok := want.Entries[id][ue.Key()][pe.Key()]
+				if !ok {
+					t.Errorf("homework %s entry %s.%s: not derived", id.Hex(), ue.Key(), pe.Key())
+					continue
+				}
+				wd, err := bson.Marshal(w.Doc())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !sameValue(pe.Value(), bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: wd}) {
+					t.Errorf("homework %s entry %s.%s: %s, derived %s", id.Hex(), ue.Key(), pe.Key(), pe.Value(), bson.Raw(wd))
+				}
+			}
+		}
+	}
+}
+
+// TestSeedDeterministic: the same seed gives byte-identical files; another
+// seed gives different data.
+func TestSeedDeterministic(t *testing.T) {
+	cleanConfigEnv(t)
+	root := t.TempDir()
+	a, b, c := filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c")
+	seedDump(t, a, "7")
+	seedDump(t, b, "7")
+	seedDump(t, c, "8")
+	fa, fb, fc := treeOf(t, a), treeOf(t, b), treeOf(t, c)
+	if len(fa) == 0 {
+		t.Fatal("seed wrote no files")
+	}
+	if string(fa["submission.bson"]) == string(fc["submission.bson"]) {
+		t.Errorf("seeds 7 and 8 gave the same submissions")
+	}
+	if !slices.Equal(sortedKeys(fa), sortedKeys(fb)) {
+		t.Fatalf("seed 7 twice: files %v and %v", sortedKeys(fa), sortedKeys(fb))
+	}
+	var differ []string
+	for _, name := range sortedKeys(fa) {
+		if !bytes.Equal(fa[name], fb[name]) {
+			differ = append(differ, name)
+		}
+	}
+	// Homework ids (and the problem documents listing them) are the known
+	// exception, checked last so every other file is still enforced.
+	for _, name := range differ {
+		if name != "homework.bson" && name != "problem.bson" {
+			t.Errorf("seed 7 twice: %s differs", name)
+		}
+	}
+	if len(differ) > 0 && !t.Failed() {
+		knownBug(t, "demo.Generate takes homework _ids from bson.NewObjectIDFromTimestamp (process-random and counter bytes), "+
+			"so the same seed gives different %v", differ)
+	}
+}
+
+// TestSeedSizes: the sizes are honoured, zero included, and refused when
+// negative.
+func TestSeedSizes(t *testing.T) {
+	cleanConfigEnv(t)
+	for _, n := range []int{0, 1, 3} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d")
+			s := strconv.Itoa(n)
+			r := runCLI(t, "seed", "--users", s, "--problems", s, "--homeworks", s, "--submissions", s, "--out", dir)
+			if r.code != exitOK {
+				t.Fatalf("want exit 0\n%v", r)
+			}
+			if n == 0 && len(treeOf(t, dir)) == 0 {
+				knownBug(t, "seed --out with every size 0 reports success but writes no file: %s is not a dump", dir)
+			}
+			docs := readDumpDocs(t, dir)
+			if len(docs.Users) != n || len(docs.Problems) != n || len(docs.Homeworks) != n || len(docs.Submissions) != n {
+				t.Errorf("sizes %d: got %d users, %d problems, %d homeworks, %d submissions",
+					n, len(docs.Users), len(docs.Problems), len(docs.Homeworks), len(docs.Submissions))
+			}
+			out := filepath.Join(t.TempDir(), "out")
+			if r := runCLI(t, "rebuild", "--dump", dir, "--out", out); r.code != exitOK {
+				t.Fatalf("rebuild: want exit 0\n%v", r)
+			}
+			if r := runCLI(t, "verify", "--dump", out); r.code != exitOK {
+				t.Fatalf("verify of the rebuilt dump: want exit 0\n%v", r)
+			}
+		})
+	}
+	for _, f := range []string{"--users", "--problems", "--homeworks", "--submissions"} {
+		dir := filepath.Join(t.TempDir(), "neg")
+		r := runCLI(t, "seed", f, "-2", "--out", dir)
+		if r.code != exitConfig {
+			t.Errorf("seed %s -2: want exit 2\n%v", f, r)
+		}
+	}
+}

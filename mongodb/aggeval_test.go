@@ -1,0 +1,674 @@
+package mongodb
+
+// A small evaluator of the MongoDB query, aggregation-expression and update
+// subset this package sends, so that unit tests can check what the
+// builders' filters, pipelines and updates DO to documents without a
+// server. It follows the server's documented semantics for the operators
+// it knows ($cond, $eq, $gt, $type, $objectToArray, $arrayToObject, $map,
+// $filter, $in, $size, $and, $ifNull, $add, $literal; query $or, $expr,
+// $exists, $lte, $in, $type; update $set with dotted paths, $addToSet with
+// $each, pipeline $set/$project/$match) and fails loudly on anything else.
+// It is a test oracle, not an emulator: the integration tests run the
+// same builders against a real server.
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+type missingT struct{}
+
+// missing is the value of an absent field.
+var missing = missingT{}
+
+// norm converts any Go value to the generic shape the evaluator uses
+// (bson.D, bson.A, int32, int64, float64, string, bool, nil, and BSON
+// primitive types) by a BSON round trip.
+func norm(v any) any {
+	b, err := bson.Marshal(bson.D{{Key: "v", Value: v}})
+	if err != nil {
+		panic(fmt.Sprintf("norm: %v", err))
+	}
+	var d bson.D
+	if err := bson.Unmarshal(b, &d); err != nil {
+		panic(fmt.Sprintf("norm: %v", err))
+	}
+	return d[0].Value
+}
+
+// docOf decodes raw into a bson.D.
+func docOf(raw bson.Raw) bson.D {
+	var d bson.D
+	if err := bson.Unmarshal(raw, &d); err != nil {
+		panic(fmt.Sprintf("docOf: %v", err))
+	}
+	return d
+}
+
+// rawOf encodes d.
+func rawOf(d bson.D) bson.Raw {
+	b, err := bson.Marshal(d)
+	if err != nil {
+		panic(fmt.Sprintf("rawOf: %v", err))
+	}
+	return b
+}
+
+func lookupD(d bson.D, k string) any {
+	for _, e := range d {
+		if e.Key == k {
+			return e.Value
+		}
+	}
+	return missing
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case missingT:
+		return "missing"
+	case nil:
+		return "null"
+	case bson.D:
+		return "object"
+	case bson.A:
+		return "array"
+	case string:
+		return "string"
+	case int32:
+		return "int"
+	case int64:
+		return "long"
+	case float64:
+		return "double"
+	case bool:
+		return "bool"
+	case bson.ObjectID:
+		return "objectId"
+	case bson.DateTime:
+		return "date"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int32:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+// compare returns -1, 0, 1 and whether a and b are comparable (same
+// canonical type class). Numbers compare by value; documents and arrays by
+// their encoding.
+func compare(a, b any) (int, bool) {
+	if x, ok := number(a); ok {
+		y, ok := number(b)
+		if !ok {
+			return 0, false
+		}
+		switch {
+		case x < y:
+			return -1, true
+		case x > y:
+			return 1, true
+		}
+		return 0, true
+	}
+	if typeName(a) != typeName(b) {
+		return 0, false
+	}
+	switch x := a.(type) {
+	case missingT, nil:
+		return 0, true
+	case string:
+		return strings.Compare(x, b.(string)), true
+	case bool:
+		y := b.(bool)
+		switch {
+		case x == y:
+			return 0, true
+		case !x:
+			return -1, true
+		}
+		return 1, true
+	case bson.ObjectID:
+		y := b.(bson.ObjectID)
+		return bytes.Compare(x[:], y[:]), true
+	case bson.DateTime:
+		y := b.(bson.DateTime)
+		switch {
+		case x < y:
+			return -1, true
+		case x > y:
+			return 1, true
+		}
+		return 0, true
+	}
+	ab, _ := bson.Marshal(bson.D{{Key: "v", Value: a}})
+	bb, _ := bson.Marshal(bson.D{{Key: "v", Value: b}})
+	return bytes.Compare(ab, bb), true
+}
+
+func equal(a, b any) bool {
+	c, ok := compare(a, b)
+	return ok && c == 0
+}
+
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case missingT, nil:
+		return false
+	case bool:
+		return x
+	}
+	if n, ok := number(v); ok {
+		return n != 0
+	}
+	return true
+}
+
+// evaluator evaluates aggregation expressions against root with variables.
+type evaluator struct {
+	root bson.D
+	vars map[string]any
+}
+
+func (e evaluator) with(name string, v any) evaluator {
+	vars := make(map[string]any, len(e.vars)+1)
+	for k, x := range e.vars {
+		vars[k] = x
+	}
+	vars[name] = v
+	return evaluator{root: e.root, vars: vars}
+}
+
+// fieldPath walks a dotted path as an aggregation field path: through
+// documents, mapping over arrays.
+func fieldPath(v any, path []string) any {
+	for i, p := range path {
+		switch x := v.(type) {
+		case bson.D:
+			v = lookupD(x, p)
+		case bson.A:
+			out := bson.A{}
+			for _, el := range x {
+				if r := fieldPath(el, path[i:]); r != missing {
+					out = append(out, r)
+				}
+			}
+			return out
+		default:
+			return missing
+		}
+	}
+	return v
+}
+
+func (e evaluator) eval(expr any) any {
+	switch x := expr.(type) {
+	case string:
+		if name, ok := strings.CutPrefix(x, "$$"); ok {
+			parts := strings.Split(name, ".")
+			var base any
+			switch parts[0] {
+			case "ROOT", "CURRENT":
+				base = e.root
+			default:
+				v, ok := e.vars[parts[0]]
+				if !ok {
+					panic("undefined variable " + parts[0])
+				}
+				base = v
+			}
+			return fieldPath(base, parts[1:])
+		}
+		if path, ok := strings.CutPrefix(x, "$"); ok {
+			return fieldPath(e.root, strings.Split(path, "."))
+		}
+		return x
+	case bson.A:
+		out := make(bson.A, len(x))
+		for i, el := range x {
+			v := e.eval(el)
+			if v == missing {
+				v = nil
+			}
+			out[i] = v
+		}
+		return out
+	case bson.D:
+		if len(x) == 1 && strings.HasPrefix(x[0].Key, "$") {
+			return e.op(x[0].Key, x[0].Value)
+		}
+		out := bson.D{}
+		for _, el := range x {
+			if strings.HasPrefix(el.Key, "$") {
+				panic("operator in an object literal: " + el.Key)
+			}
+			if v := e.eval(el.Value); v != missing {
+				out = append(out, bson.E{Key: el.Key, Value: v})
+			}
+		}
+		return out
+	}
+	return expr
+}
+
+func args(v any, n int) bson.A {
+	a, ok := v.(bson.A)
+	if !ok || len(a) != n {
+		panic(fmt.Sprintf("want %d arguments, have %v", n, v))
+	}
+	return a
+}
+
+func (e evaluator) op(name string, arg any) any {
+	switch name {
+	case "$literal":
+		return arg
+	case "$cond":
+		a := args(arg, 3)
+		if truthy(e.eval(a[0])) {
+			return e.eval(a[1])
+		}
+		return e.eval(a[2])
+	case "$eq":
+		a := args(arg, 2)
+		return equal(e.eval(a[0]), e.eval(a[1]))
+	case "$gt":
+		a := args(arg, 2)
+		c, ok := compare(e.eval(a[0]), e.eval(a[1]))
+		return ok && c > 0
+	case "$type":
+		return typeName(e.eval(arg))
+	case "$and":
+		for _, x := range arg.(bson.A) {
+			if !truthy(e.eval(x)) {
+				return false
+			}
+		}
+		return true
+	case "$ifNull":
+		a := args(arg, 2)
+		if v := e.eval(a[0]); v != nil && v != missing {
+			return v
+		}
+		return e.eval(a[1])
+	case "$add":
+		var sum int64
+		long := false
+		for _, x := range arg.(bson.A) {
+			switch n := e.eval(x).(type) {
+			case int32:
+				sum += int64(n)
+			case int64:
+				sum += n
+				long = true
+			default:
+				panic(fmt.Sprintf("$add of %T", n))
+			}
+		}
+		if long || sum > math.MaxInt32 || sum < math.MinInt32 {
+			return sum
+		}
+		return int32(sum)
+	case "$size":
+		a, ok := e.eval(arg).(bson.A)
+		if !ok {
+			panic("$size of a non-array")
+		}
+		return int32(len(a))
+	case "$in":
+		a := args(arg, 2)
+		x := e.eval(a[0])
+		arr, ok := e.eval(a[1]).(bson.A)
+		if !ok {
+			panic("$in requires an array as a second argument")
+		}
+		for _, el := range arr {
+			if equal(x, el) {
+				return true
+			}
+		}
+		return false
+	case "$objectToArray":
+		switch v := e.eval(arg).(type) {
+		case missingT, nil:
+			return nil
+		case bson.D:
+			out := make(bson.A, len(v))
+			for i, el := range v {
+				out[i] = bson.D{{Key: "k", Value: el.Key}, {Key: "v", Value: el.Value}}
+			}
+			return out
+		default:
+			panic(fmt.Sprintf("$objectToArray requires a document input, found: %s", typeName(v)))
+		}
+	case "$arrayToObject":
+		switch v := e.eval(arg).(type) {
+		case missingT, nil:
+			return nil
+		case bson.A:
+			out := bson.D{}
+			for _, el := range v {
+				kv, ok := el.(bson.D)
+				if !ok || len(kv) != 2 || kv[0].Key != "k" || kv[1].Key != "v" {
+					panic(fmt.Sprintf("$arrayToObject: bad element %v", el))
+				}
+				k, ok := kv[0].Value.(string)
+				if !ok {
+					panic("$arrayToObject: key not a string")
+				}
+				replaced := false
+				for i := range out {
+					if out[i].Key == k {
+						out[i].Value, replaced = kv[1].Value, true
+					}
+				}
+				if !replaced {
+					out = append(out, bson.E{Key: k, Value: kv[1].Value})
+				}
+			}
+			return out
+		default:
+			panic(fmt.Sprintf("$arrayToObject requires an array input, found: %s", typeName(v)))
+		}
+	case "$map", "$filter":
+		spec := arg.(bson.D)
+		in := e.eval(lookupD(spec, "input"))
+		as, _ := lookupD(spec, "as").(string)
+		if as == "" {
+			as = "this"
+		}
+		switch arr := in.(type) {
+		case missingT, nil:
+			return nil
+		case bson.A:
+			out := bson.A{}
+			for _, el := range arr {
+				inner := e.with(as, el)
+				if name == "$map" {
+					v := inner.eval(lookupD(spec, "in"))
+					if v == missing {
+						v = nil
+					}
+					out = append(out, v)
+				} else if truthy(inner.eval(lookupD(spec, "cond"))) {
+					out = append(out, el)
+				}
+			}
+			return out
+		default:
+			panic(name + " input is not an array")
+		}
+	}
+	panic("unsupported operator " + name)
+}
+
+// queryPath walks a dotted path as a query path: numeric components index
+// arrays.
+func queryPath(v any, path string) any {
+	for _, p := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case bson.D:
+			v = lookupD(x, p)
+		case bson.A:
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(x) {
+				return missing
+			}
+			v = x[i]
+		default:
+			return missing
+		}
+	}
+	return v
+}
+
+// match reports whether doc matches filter.
+func match(doc bson.D, filter bson.D) bool {
+	for _, el := range filter {
+		switch el.Key {
+		case "$or":
+			any := false
+			for _, f := range el.Value.(bson.A) {
+				if match(doc, f.(bson.D)) {
+					any = true
+				}
+			}
+			if !any {
+				return false
+			}
+			continue
+		case "$expr":
+			if !truthy(evaluator{root: doc}.eval(el.Value)) {
+				return false
+			}
+			continue
+		}
+		if strings.HasPrefix(el.Key, "$") {
+			panic("unsupported query operator " + el.Key)
+		}
+		v := queryPath(doc, el.Key)
+		ops, isOps := el.Value.(bson.D)
+		if !isOps || len(ops) == 0 || !strings.HasPrefix(ops[0].Key, "$") {
+			if !equal(v, el.Value) {
+				return false
+			}
+			continue
+		}
+		for _, op := range ops {
+			switch op.Key {
+			case "$exists":
+				if (v != missing) != op.Value.(bool) {
+					return false
+				}
+			case "$lte":
+				c, ok := compare(v, op.Value)
+				if !ok || c > 0 {
+					return false
+				}
+			case "$type":
+				if typeName(v) != op.Value.(string) {
+					return false
+				}
+			case "$in":
+				found := false
+				for _, x := range op.Value.(bson.A) {
+					if equal(v, x) {
+						found = true
+					}
+					if arr, ok := v.(bson.A); ok {
+						for _, y := range arr {
+							if equal(y, x) {
+								found = true
+							}
+						}
+					}
+				}
+				if !found {
+					return false
+				}
+			default:
+				panic("unsupported query operator " + op.Key)
+			}
+		}
+	}
+	return true
+}
+
+// setPath sets a dotted path in doc like the $set update operator:
+// existing fields are replaced in place, missing ones appended (creating
+// intermediate documents).
+func setPath(doc bson.D, path []string, v any) bson.D {
+	for i := range doc {
+		if doc[i].Key == path[0] {
+			if len(path) == 1 {
+				doc[i].Value = v
+			} else {
+				sub, ok := doc[i].Value.(bson.D)
+				if !ok {
+					panic("setPath through a non-document")
+				}
+				doc[i].Value = setPath(sub, path[1:], v)
+			}
+			return doc
+		}
+	}
+	if len(path) == 1 {
+		return append(doc, bson.E{Key: path[0], Value: v})
+	}
+	return append(doc, bson.E{Key: path[0], Value: setPath(bson.D{}, path[1:], v)})
+}
+
+// addFields applies a $set/$addFields stage spec to doc: an operator
+// expression replaces the field; an object literal merges into an existing
+// embedded document.
+func addFields(root, doc bson.D, spec bson.D) bson.D {
+	ev := evaluator{root: root}
+	for _, el := range spec {
+		if sub, ok := el.Value.(bson.D); ok && len(sub) > 0 && !strings.HasPrefix(sub[0].Key, "$") {
+			cur, _ := lookupD(doc, el.Key).(bson.D)
+			cur = append(bson.D{}, cur...)
+			doc = setPath(doc, []string{el.Key}, addFields(root, cur, sub))
+			continue
+		}
+		v := ev.eval(el.Value)
+		if v == missing {
+			continue
+		}
+		doc = setPath(doc, []string{el.Key}, v)
+	}
+	return doc
+}
+
+// runPipeline runs $match, $project and $set stages over docs.
+func runPipeline(docs []bson.D, pipeline bson.A) []bson.D {
+	for _, st := range pipeline {
+		stage := st.(bson.D)
+		var out []bson.D
+		for _, doc := range docs {
+			switch stage[0].Key {
+			case "$match":
+				if match(doc, stage[0].Value.(bson.D)) {
+					out = append(out, doc)
+				}
+			case "$set":
+				out = append(out, addFields(doc, append(bson.D{}, doc...), stage[0].Value.(bson.D)))
+			case "$project":
+				ev := evaluator{root: doc}
+				res := bson.D{}
+				if id := lookupD(doc, "_id"); id != missing {
+					res = append(res, bson.E{Key: "_id", Value: id})
+				}
+				for _, f := range stage[0].Value.(bson.D) {
+					var v any
+					if n, ok := number(f.Value); ok && n == 1 {
+						v = lookupD(doc, f.Key)
+					} else {
+						v = ev.eval(f.Value)
+					}
+					if v != missing {
+						res = append(res, bson.E{Key: f.Key, Value: v})
+					}
+				}
+				out = append(out, res)
+			default:
+				panic("unsupported stage " + stage[0].Key)
+			}
+		}
+		docs = out
+	}
+	return docs
+}
+
+// applyUpdate applies an update document ($set, $addToSet with $each) or
+// an update pipeline to doc.
+func applyUpdate(doc bson.D, update any) bson.D {
+	doc = append(bson.D{}, doc...)
+	switch u := update.(type) {
+	case bson.A:
+		return runPipeline([]bson.D{doc}, u)[0]
+	case bson.D:
+		for _, op := range u {
+			switch op.Key {
+			case "$set":
+				for _, f := range op.Value.(bson.D) {
+					doc = setPath(doc, strings.Split(f.Key, "."), f.Value)
+				}
+			case "$addToSet":
+				for _, f := range op.Value.(bson.D) {
+					each := lookupD(f.Value.(bson.D), "$each").(bson.A)
+					cur, _ := queryPath(doc, f.Key).(bson.A)
+					cur = append(bson.A{}, cur...)
+					for _, x := range each {
+						dup := false
+						for _, y := range cur {
+							if bytes.Equal(rawOf(bson.D{{Key: "v", Value: x}}), rawOf(bson.D{{Key: "v", Value: y}})) {
+								dup = true
+							}
+						}
+						if !dup {
+							cur = append(cur, x)
+						}
+					}
+					doc = setPath(doc, strings.Split(f.Key, "."), cur)
+				}
+			default:
+				panic("unsupported update operator " + op.Key)
+			}
+		}
+		return doc
+	}
+	panic(fmt.Sprintf("update of type %T", update))
+}
+
+// collection is a toy collection for UpdateOne/upsert semantics.
+type collection struct{ docs []bson.D }
+
+// updateOne applies update to the first document matching filter. With
+// upsert and no match it inserts a document seeded from filter's top-level
+// equality fields, failing with dupKey when a document with that _id
+// exists. It returns the matched count.
+func (c *collection) updateOne(filter bson.D, update any, upsert bool) (matched int, dupKey bool) {
+	filter = norm(filter).(bson.D)
+	update = norm(update)
+	for i, d := range c.docs {
+		if match(d, filter) {
+			c.docs[i] = applyUpdate(d, update)
+			return 1, false
+		}
+	}
+	if !upsert {
+		return 0, false
+	}
+	seed := bson.D{}
+	for _, el := range filter {
+		if strings.HasPrefix(el.Key, "$") {
+			continue
+		}
+		if ops, ok := el.Value.(bson.D); ok && len(ops) > 0 && strings.HasPrefix(ops[0].Key, "$") {
+			continue
+		}
+		seed = setPath(seed, strings.Split(el.Key, "."), el.Value)
+	}
+	id := lookupD(seed, "_id")
+	for _, d := range c.docs {
+		if equal(lookupD(d, "_id"), id) {
+			return 0, true
+		}
+	}
+	c.docs = append(c.docs, applyUpdate(seed, update))
+	return 0, false
+}

@@ -1,0 +1,192 @@
+package mongodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/normal-oj/noj-materializer/resume"
+)
+
+// The lease and the checkpoint live in ONE document of
+// Config.CheckpointCollection:
+//
+//	{_id: "checkpoint",
+//	 lease:      {owner: <string>, epoch: <int64>, expires: <date>},
+//	 checkpoint: {token, startAt, clusterTime, rebuiltAt, savedAt, epoch, owner}}
+//
+// so that fencing is a single-document conditional update, atomic without
+// transactions: SaveCheckpoint's filter requires lease.epoch == cp.Epoch,
+// and Acquire changes the epoch in the same document, so once another
+// instance has taken the lease no save of a deposed instance can match,
+// whatever their timing. Epoch 0 means "no lease in use": such a save
+// matches only a document without a lease field (or creates it). Release
+// only expires the lease and keeps its epoch, so epochs never repeat and an
+// old epoch can never become current again.
+const stateID = "checkpoint"
+
+// Field names in the state document.
+const (
+	fieldLease      = "lease"
+	fieldCheckpoint = "checkpoint"
+)
+
+// LoadCheckpoint implements resume.Store: the saved checkpoint (read with
+// majority read concern); ok is false when none was saved.
+func (d *DB) LoadCheckpoint(ctx context.Context) (resume.Checkpoint, bool, error) {
+	var doc struct {
+		Checkpoint *resume.Checkpoint `bson:"checkpoint"`
+	}
+	err := d.state.FindOne(ctx, bson.D{{Key: "_id", Value: stateID}},
+		options.FindOne().SetProjection(bson.D{{Key: fieldCheckpoint, Value: 1}})).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return resume.Checkpoint{}, false, nil
+	}
+	if err != nil {
+		return resume.Checkpoint{}, false, fmt.Errorf("load checkpoint from %s: %w", d.state.Name(), err)
+	}
+	if doc.Checkpoint == nil {
+		return resume.Checkpoint{}, false, nil
+	}
+	return *doc.Checkpoint, true, nil
+}
+
+// saveCheckpointWrite returns the filter, update and upsert flag of
+// SaveCheckpoint: fenced on lease.epoch == cp.Epoch, or on the absence of
+// a lease (upserting the document) when cp.Epoch is 0.
+func saveCheckpointWrite(cp resume.Checkpoint) (filter, update bson.D, upsert bool) {
+	update = bson.D{{Key: "$set", Value: bson.D{{Key: fieldCheckpoint, Value: cp}}}}
+	if cp.Epoch == 0 {
+		return bson.D{{Key: "_id", Value: stateID}, {Key: fieldLease, Value: bson.D{{Key: "$exists", Value: false}}}}, update, true
+	}
+	return bson.D{{Key: "_id", Value: stateID}, {Key: fieldLease + ".epoch", Value: cp.Epoch}}, update, false
+}
+
+// SaveCheckpoint implements resume.Store. It replaces the checkpoint with
+// one conditional update of the state document, which matches only while
+// the lease epoch is cp.Epoch (cp.Epoch 0: while no lease exists); when it
+// matches nothing, another instance took over and the result is
+// resume.ErrFenced. Majority write concern, bounded by
+// Config.WriteTimeout.
+func (d *DB) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error {
+	filter, update, upsert := saveCheckpointWrite(cp)
+	wctx, cancel := d.writeCtx(ctx)
+	defer cancel()
+	res, err := d.state.UpdateOne(wctx, filter, update, options.UpdateOne().SetUpsert(upsert))
+	if upsert && mongo.IsDuplicateKeyError(err) {
+		// The document exists with a lease: the insert the upsert tried
+		// collided with it.
+		return fmt.Errorf("save checkpoint at epoch 0: a lease exists: %w", resume.ErrFenced)
+	}
+	if err != nil {
+		return fmt.Errorf("save checkpoint to %s: %w", d.state.Name(), err)
+	}
+	if res.MatchedCount == 0 && res.UpsertedCount == 0 {
+		return fmt.Errorf("save checkpoint at epoch %d: %w", cp.Epoch, resume.ErrFenced)
+	}
+	return nil
+}
+
+// acquireWrite returns the filter and update pipeline of Acquire. The
+// filter matches the state document when owner holds the lease, or the
+// lease expired at now (expires <= now), or there is no lease; the
+// pipeline sets owner and expires = now+ttl and keeps the epoch when the
+// owner is unchanged, otherwise increments it (from 0 when absent).
+func acquireWrite(owner string, ttl time.Duration, now time.Time) (filter bson.D, update bson.A) {
+	filter = bson.D{
+		{Key: "_id", Value: stateID},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: fieldLease + ".owner", Value: owner}},
+			bson.D{{Key: fieldLease + ".expires", Value: bson.D{{Key: "$lte", Value: now}}}},
+			bson.D{{Key: fieldLease, Value: bson.D{{Key: "$exists", Value: false}}}},
+		}},
+	}
+	epoch := cond(bson.D{{Key: "$eq", Value: bson.A{"$" + fieldLease + ".owner", literal(owner)}}},
+		"$"+fieldLease+".epoch",
+		bson.D{{Key: "$add", Value: bson.A{bson.D{{Key: "$ifNull", Value: bson.A{"$" + fieldLease + ".epoch", int64(0)}}}, int64(1)}}})
+	update = bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: fieldLease, Value: bson.D{
+		{Key: "owner", Value: literal(owner)},
+		{Key: "epoch", Value: epoch},
+		{Key: "expires", Value: literal(now.Add(ttl))},
+	}}}}}}
+	return filter, update
+}
+
+// Acquire implements resume.LeaseStore with one findAndModify: it takes
+// the lease for owner when it is free or expired at now (epoch + 1), or
+// renews it when owner holds it (same epoch), setting expires to now+ttl.
+// The state document is upserted only on the very first acquisition; when
+// another owner holds an unexpired lease the upsert's insert collides with
+// the existing document (duplicate key), which means "not acquired", and
+// the current lease is returned with ok false. now is the caller's clock:
+// instances must agree on time within a small fraction of ttl.
+func (d *DB) Acquire(ctx context.Context, owner string, ttl time.Duration, now time.Time) (resume.Lease, bool, error) {
+	filter, update := acquireWrite(owner, ttl, now)
+	wctx, cancel := d.writeCtx(ctx)
+	defer cancel()
+	var doc struct {
+		Lease *resume.Lease `bson:"lease"`
+	}
+	err := d.state.FindOneAndUpdate(wctx, filter, update, options.FindOneAndUpdate().
+		SetUpsert(true).
+		SetReturnDocument(options.After).
+		SetProjection(bson.D{{Key: fieldLease, Value: 1}})).Decode(&doc)
+	if mongo.IsDuplicateKeyError(err) {
+		l, ok, err := d.Current(ctx)
+		if err != nil {
+			return resume.Lease{}, false, fmt.Errorf("acquire lease: %w", err)
+		}
+		if !ok {
+			return resume.Lease{}, false, nil
+		}
+		return l, false, nil
+	}
+	if err != nil {
+		return resume.Lease{}, false, fmt.Errorf("acquire lease in %s: %w", d.state.Name(), err)
+	}
+	if doc.Lease == nil {
+		return resume.Lease{}, false, fmt.Errorf("acquire lease in %s: no lease in the updated document", d.state.Name())
+	}
+	return *doc.Lease, true, nil
+}
+
+// Release implements resume.LeaseStore: if owner still holds the lease at
+// epoch, it expires it (expires = the zero time), keeping owner and epoch
+// so that the next owner gets a new epoch. Releasing a lease one no longer
+// holds does nothing.
+func (d *DB) Release(ctx context.Context, owner string, epoch int64) error {
+	wctx, cancel := d.writeCtx(ctx)
+	defer cancel()
+	_, err := d.state.UpdateOne(wctx,
+		bson.D{{Key: "_id", Value: stateID}, {Key: fieldLease + ".owner", Value: owner}, {Key: fieldLease + ".epoch", Value: epoch}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fieldLease + ".expires", Value: time.Time{}}}}})
+	if err != nil {
+		return fmt.Errorf("release lease in %s: %w", d.state.Name(), err)
+	}
+	return nil
+}
+
+// Current implements resume.LeaseStore: the lease as stored (majority
+// read concern); ok is false when there is none.
+func (d *DB) Current(ctx context.Context) (resume.Lease, bool, error) {
+	var doc struct {
+		Lease *resume.Lease `bson:"lease"`
+	}
+	err := d.state.FindOne(ctx, bson.D{{Key: "_id", Value: stateID}},
+		options.FindOne().SetProjection(bson.D{{Key: fieldLease, Value: 1}})).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return resume.Lease{}, false, nil
+	}
+	if err != nil {
+		return resume.Lease{}, false, fmt.Errorf("read lease from %s: %w", d.state.Name(), err)
+	}
+	if doc.Lease == nil {
+		return resume.Lease{}, false, nil
+	}
+	return *doc.Lease, true, nil
+}

@@ -1,0 +1,368 @@
+// Package mongodb is the materializer's MongoDB adapter: it reads
+// Back-End's source documents, writes the derived fields, keeps the
+// submission key index, scans whole collections for a rebuild, tails the
+// database's change stream and stores the fenced checkpoint and the lease.
+//
+// *DB implements watch.Store, watch.Feed, resume.Store and
+// resume.LeaseStore on one database of a replica set (or a sharded
+// cluster through mongos) running MongoDB 4.4 or newer.
+//
+// Every read is projected to the fields the derivation reads, and a
+// homework's studentStatus is filtered server-side to the users asked for,
+// so no read moves a whole large homework for one student. Writes are
+// unordered bulk writes with majority write concern that only ever touch
+// the derived fields of documents and entries that already exist.
+package mongodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/resume"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// Defaults applied by Open to zero Config fields.
+const (
+	DefaultDatabase             = "normal-oj"
+	DefaultCheckpointCollection = "materializer_checkpoints"
+	DefaultKeysCollection       = "materializer_submission_keys"
+	DefaultWriteTimeout         = 5 * time.Second
+)
+
+// Batch sizes of reads and writes. A read's filter holds at most
+// queryTerms user names, pairs or ids, so a large batch of keys becomes a
+// few queries of bounded size rather than one huge filter; a bulk write
+// sends at most writeChunk models.
+const (
+	queryTerms = 500
+	writeChunk = 1000
+)
+
+// Config configures Open.
+type Config struct {
+	// URI is the MongoDB connection string. It may hold credentials; they
+	// never appear in errors (see Redact).
+	URI string
+	// Database is Back-End's database; "normal-oj" when empty.
+	Database string
+	// ChangeStreamBatchSize is the change stream's batch size (events per
+	// getMore); 0 leaves the server's default.
+	ChangeStreamBatchSize int32
+	// MaxAwait is how long one Stream.Next waits on the server for an
+	// event (the getMore's maxAwaitTimeMS); 0 leaves the server's default
+	// (1 second).
+	MaxAwait time.Duration
+	// CheckpointCollection holds the lease and the checkpoint (one
+	// document); "materializer_checkpoints" when empty.
+	CheckpointCollection string
+	// KeysCollection holds the submission key index;
+	// "materializer_submission_keys" when empty.
+	KeysCollection string
+	// WriteTimeout bounds each bulk write and each checkpoint or lease
+	// write; 5 seconds when zero.
+	WriteTimeout time.Duration
+}
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Database == "" {
+		c.Database = DefaultDatabase
+	}
+	if c.CheckpointCollection == "" {
+		c.CheckpointCollection = DefaultCheckpointCollection
+	}
+	if c.KeysCollection == "" {
+		c.KeysCollection = DefaultKeysCollection
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	return c
+}
+
+// DB is an open connection to Back-End's database. It is safe for
+// concurrent use (the driver's client is); Close releases it.
+type DB struct {
+	cfg    Config
+	client *mongo.Client
+	db     *mongo.Database // majority write concern
+
+	submissions *mongo.Collection
+	homeworks   *mongo.Collection
+	problems    *mongo.Collection
+	users       *mongo.Collection
+	keys        *mongo.Collection
+	state       *mongo.Collection // majority read concern too
+}
+
+var (
+	_ watch.Store       = (*DB)(nil)
+	_ watch.Feed        = (*DB)(nil)
+	_ resume.Store      = (*DB)(nil)
+	_ resume.LeaseStore = (*DB)(nil)
+)
+
+// Open connects to cfg.URI and checks that the deployment can serve the
+// materializer: it pings the primary, requires MongoDB 4.4 or newer
+// (buildInfo) and a replica set member or mongos (hello), since change
+// streams exist only there. Errors name the redacted URI and never hold
+// its password.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	cfg = cfg.withDefaults()
+	redacted := Redact(cfg.URI)
+	secrets := uriSecrets(cfg.URI)
+	fail := func(format string, args ...any) error {
+		return scrub(fmt.Errorf("mongodb %s: "+format, append([]any{redacted}, args...)...), secrets)
+	}
+
+	client, err := mongo.Connect(options.Client().ApplyURI(cfg.URI))
+	if err != nil {
+		return nil, fail("connect: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = client.Disconnect(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := client.Ping(ctx, nil); err != nil {
+		return nil, fail("ping: %w", err)
+	}
+	admin := client.Database("admin")
+	bi, err := admin.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
+	if err != nil {
+		return nil, fail("buildInfo: %w", err)
+	}
+	version, _ := bi.Lookup("version").StringValueOK()
+	if err := checkVersion(version); err != nil {
+		return nil, fail("%w", err)
+	}
+	hello, err := helloResponse(ctx, admin)
+	if err != nil {
+		return nil, fail("%w", err)
+	}
+	if err := checkTopology(hello); err != nil {
+		return nil, fail("%w", err)
+	}
+
+	db := client.Database(cfg.Database, options.Database().SetWriteConcern(writeconcern.Majority()))
+	d := &DB{
+		cfg:         cfg,
+		client:      client,
+		db:          db,
+		submissions: db.Collection(materialize.CollSubmission),
+		homeworks:   db.Collection(materialize.CollHomework),
+		problems:    db.Collection(materialize.CollProblem),
+		users:       db.Collection(materialize.CollUser),
+		keys:        db.Collection(cfg.KeysCollection),
+		state:       db.Collection(cfg.CheckpointCollection, options.Collection().SetReadConcern(readconcern.Majority())),
+	}
+	ok = true
+	return d, nil
+}
+
+// Close disconnects the client, waiting for in-use connections until ctx
+// ends.
+func (d *DB) Close(ctx context.Context) error {
+	if err := d.client.Disconnect(ctx); err != nil {
+		return fmt.Errorf("mongodb: disconnect: %w", err)
+	}
+	return nil
+}
+
+// Database returns the name of the database d reads and writes.
+func (d *DB) Database() string { return d.cfg.Database }
+
+// helloResponse runs hello, falling back to isMaster on servers that
+// predate hello (4.4.0 and 4.4.1 answer CommandNotFound).
+func helloResponse(ctx context.Context, admin *mongo.Database) (bson.Raw, error) {
+	raw, err := admin.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Code == codeCommandNotFound {
+		raw, err = admin.RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Raw()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	return raw, nil
+}
+
+const codeCommandNotFound = 59
+
+// minMajor.minMinor is the oldest server the adapter supports.
+const minMajor, minMinor = 4, 4
+
+// checkVersion fails unless version (buildInfo's "version", such as
+// "7.0.12" or "4.4.0-rc3") is 4.4 or newer.
+func checkVersion(version string) error {
+	major, minor, err := parseVersion(version)
+	if err != nil {
+		return fmt.Errorf("MongoDB 4.4 or newer is required (mongo-driver v2.10 and change streams with postBatchResumeToken); cannot read server version %q: %w", version, err)
+	}
+	if major < minMajor || major == minMajor && minor < minMinor {
+		return fmt.Errorf("MongoDB 4.4 or newer is required (mongo-driver v2.10 and change streams with postBatchResumeToken); server is %s", version)
+	}
+	return nil
+}
+
+// parseVersion reads the major and minor numbers of a server version
+// string "major.minor[.patch][-suffix]".
+func parseVersion(v string) (major, minor int, err error) {
+	core, _, _ := strings.Cut(v, "-")
+	parts := strings.Split(core, ".")
+	if len(parts) < 2 {
+		return 0, 0, fmt.Errorf("want major.minor[.patch]")
+	}
+	if major, err = strconv.Atoi(parts[0]); err != nil || major < 0 {
+		return 0, 0, fmt.Errorf("major version %q is not a number", parts[0])
+	}
+	if minor, err = strconv.Atoi(parts[1]); err != nil || minor < 0 {
+		return 0, 0, fmt.Errorf("minor version %q is not a number", parts[1])
+	}
+	return major, minor, nil
+}
+
+// checkTopology fails unless a hello (or isMaster) response comes from a
+// replica set member (setName) or a mongos (msg "isdbgrid").
+func checkTopology(hello bson.Raw) error {
+	if name, ok := hello.Lookup("setName").StringValueOK(); ok && name != "" {
+		return nil
+	}
+	if msg, ok := hello.Lookup("msg").StringValueOK(); ok && msg == "isdbgrid" {
+		return nil
+	}
+	return errors.New("server is a standalone mongod: change streams need a replica set; see docs/operations.md to convert a standalone")
+}
+
+// Redact returns uri with its password and secret options replaced by
+// "xxxxx", for logs and errors: "mongodb://u:pw@h/?authMechanismProperties=
+// AWS_SESSION_TOKEN:t" becomes "mongodb://u:xxxxx@h/?authMechanismProperties=
+// xxxxx". It works on malformed URIs too (it does not parse them with the
+// driver); when it cannot tell where the credentials end it redacts more
+// rather than less.
+func Redact(uri string) string {
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		scheme, rest = "", uri
+	}
+	if at := userinfoEnd(rest); at >= 0 {
+		user, _, hasPass := strings.Cut(rest[:at], ":")
+		if hasPass {
+			rest = user + ":xxxxx" + rest[at:]
+		}
+	}
+	if base, query, ok := strings.Cut(rest, "?"); ok {
+		opts := strings.Split(query, "&")
+		for i, o := range opts {
+			k, _, hasValue := strings.Cut(o, "=")
+			if hasValue && secretOption(k) {
+				opts[i] = k + "=xxxxx"
+			}
+		}
+		rest = base + "?" + strings.Join(opts, "&")
+	}
+	if scheme == "" {
+		return rest
+	}
+	return scheme + "://" + rest
+}
+
+// userinfoEnd returns the index of the '@' ending the userinfo of the part
+// of a URI after "scheme://", or -1. A valid URI percent-encodes '@', '/'
+// and '?' in credentials, so the userinfo ends at the last '@' before the
+// options; a malformed one may not, and then the last '@' anywhere is used
+// (over-redacting the hosts rather than leaking a password).
+func userinfoEnd(rest string) int {
+	if q := strings.IndexByte(rest, '?'); q >= 0 {
+		if at := strings.LastIndexByte(rest[:q], '@'); at >= 0 {
+			return at
+		}
+	}
+	return strings.LastIndexByte(rest, '@')
+}
+
+// secretOption reports whether a URI option's value may be a secret.
+func secretOption(key string) bool {
+	k := strings.ToLower(key)
+	for _, s := range []string{"password", "secret", "token", "authmechanismproperties"} {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// uriSecrets returns the password of uri, raw and percent-decoded, and the
+// values of its secret options: strings that must not appear in an error.
+func uriSecrets(uri string) []string {
+	var out []string
+	add := func(s string) {
+		if s == "" {
+			return
+		}
+		out = append(out, s)
+		if dec, err := url.QueryUnescape(s); err == nil && dec != s && dec != "" {
+			out = append(out, dec)
+		}
+	}
+	_, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		rest = uri
+	}
+	if at := userinfoEnd(rest); at >= 0 {
+		if _, pass, ok := strings.Cut(rest[:at], ":"); ok {
+			add(pass)
+		}
+	}
+	if _, query, ok := strings.Cut(rest, "?"); ok {
+		for _, o := range strings.Split(query, "&") {
+			if k, v, ok := strings.Cut(o, "="); ok && secretOption(k) {
+				add(v)
+			}
+		}
+	}
+	return out
+}
+
+// scrubbedError is an error whose message has secrets removed; errors.Is
+// and errors.As still see the original chain.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// scrub returns err with every secret in its message replaced by "xxxxx".
+func scrub(err error, secrets []string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, "xxxxx")
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return &scrubbedError{msg: msg, err: err}
+}
+
+// writeCtx bounds one write round trip by Config.WriteTimeout.
+func (d *DB) writeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.cfg.WriteTimeout)
+}

@@ -1,0 +1,818 @@
+package mongodb
+
+// Integration tests against a real MongoDB replica set. They run when
+// MATERIALIZER_TEST_MONGODB_URI names one, e.g.
+//
+//	MATERIALIZER_TEST_MONGODB_URI='mongodb://localhost:27017/?replicaSet=rs0' go test ./mongodb/
+//
+// or, without it, when a Docker engine is available: testcontainers starts
+// mongo:7 as a single-node replica set. Otherwise they skip within a few
+// seconds. Each test works in its own randomly named database, dropped at
+// cleanup.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
+	"github.com/normal-oj/noj-materializer/resume"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+const skipNoServer = "no MongoDB replica set: set MATERIALIZER_TEST_MONGODB_URI=mongodb://host:27017/?replicaSet=rs0 or run with a Docker engine (testcontainers); see README"
+
+// testServer is the server shared by the integration tests of one test
+// binary: the environment's URI or a container started on first use.
+var testServer struct {
+	once      sync.Once
+	uri       string
+	skip      string
+	container *tcmongo.MongoDBContainer
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if c := testServer.container; c != nil {
+		if err := testcontainers.TerminateContainer(c); err != nil {
+			fmt.Fprintln(os.Stderr, "terminate mongodb container:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// dockerHealthy reports within timeout whether a Docker engine answers.
+// The probe runs in a goroutine so a hanging socket cannot hang the test.
+func dockerHealthy(timeout time.Duration) error {
+	done := make(chan error, 1)
+	go func() {
+		p, err := testcontainers.NewDockerProvider()
+		if err != nil {
+			done <- err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		done <- p.Health(ctx) // closes the provider
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("docker did not answer within %v", timeout)
+	}
+}
+
+// serverURI returns the test server's URI or skips t.
+func serverURI(t testing.TB) string {
+	t.Helper()
+	testServer.once.Do(func() {
+		if uri := os.Getenv("MATERIALIZER_TEST_MONGODB_URI"); uri != "" {
+			testServer.uri = uri
+			return
+		}
+		if err := dockerHealthy(3 * time.Second); err != nil {
+			testServer.skip = fmt.Sprintf("%s (docker: %v)", skipNoServer, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		c, err := tcmongo.Run(ctx, "mongo:7", tcmongo.WithReplicaSet("rs0"))
+		testServer.container = c
+		if err != nil {
+			testServer.skip = fmt.Sprintf("%s (testcontainers: %v)", skipNoServer, err)
+			return
+		}
+		uri, err := c.ConnectionString(ctx)
+		if err != nil {
+			testServer.skip = fmt.Sprintf("%s (testcontainers: %v)", skipNoServer, err)
+			return
+		}
+		// The member is registered under the container's IP, which the
+		// host may not reach: connect directly to the mapped port (it is
+		// the primary; hello still reports the set).
+		u, err := url.Parse(uri)
+		if err != nil {
+			testServer.skip = fmt.Sprintf("%s (bad container URI: %v)", skipNoServer, err)
+			return
+		}
+		q := u.Query()
+		q.Del("replicaSet")
+		q.Set("directConnection", "true")
+		u.RawQuery = q.Encode()
+		testServer.uri = u.String()
+	})
+	if testServer.skip != "" {
+		t.Skip(testServer.skip)
+	}
+	return testServer.uri
+}
+
+// testDB opens a fresh, randomly named database on the test server
+// (skipping t when there is none) and drops it at cleanup.
+func testDB(t testing.TB) *DB {
+	t.Helper()
+	uri := serverURI(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "materializer_test_" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := Open(ctx, Config{URI: uri, Database: name, MaxAwait: 200 * time.Millisecond, WriteTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("open %s: %v", Redact(uri), err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := db.db.Drop(ctx); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+		if err := db.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return db
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// load replaces the four source collections' contents with docs.
+func load(t testing.TB, db *DB, docs materialize.Docs) {
+	t.Helper()
+	ctx := testCtx(t)
+	for coll, ds := range map[string][]bson.Raw{
+		materialize.CollUser: docs.Users, materialize.CollProblem: docs.Problems,
+		materialize.CollHomework: docs.Homeworks, materialize.CollSubmission: docs.Submissions,
+	} {
+		c := db.db.Collection(coll)
+		if _, err := c.DeleteMany(ctx, bson.D{}); err != nil {
+			t.Fatalf("clear %s: %v", coll, err)
+		}
+		if len(ds) == 0 {
+			continue
+		}
+		in := make([]any, len(ds))
+		for i, d := range ds {
+			in[i] = d
+		}
+		if _, err := c.InsertMany(ctx, in); err != nil {
+			t.Fatalf("load %s: %v", coll, err)
+		}
+	}
+}
+
+// readAll returns every document of the four source collections.
+func readAll(t *testing.T, db *DB) materialize.Docs {
+	t.Helper()
+	ctx := testCtx(t)
+	all := func(coll string) []bson.Raw {
+		var out []bson.Raw
+		err := find(ctx, db.db.Collection(coll), bson.D{}, nil, func(raw bson.Raw) error {
+			out = append(out, slices.Clone(raw))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	return materialize.Docs{
+		Users: all(materialize.CollUser), Problems: all(materialize.CollProblem),
+		Homeworks: all(materialize.CollHomework), Submissions: all(materialize.CollSubmission),
+	}
+}
+
+func sortedSubs(subs []materialize.Submission) []materialize.Submission {
+	out := slices.Clone(subs)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID.Hex() < out[j].ID.Hex() })
+	return out
+}
+
+// TestIntegrationVectors loads every derive vector and checks that the
+// adapter's reads decode to the same values as materialize's decoders on
+// the whole documents, then applies the expected derivation through Apply
+// and checks the stored result.
+func TestIntegrationVectors(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	if err := db.EnsureIndexes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range readVectors(t) {
+		t.Run(v.Name, func(t *testing.T) {
+			load(t, db, v.DB)
+			checkReads(t, db, v)
+			checkApply(t, db, v)
+		})
+	}
+}
+
+func checkReads(t *testing.T, db *DB, v mtest.Vector) {
+	ctx := testCtx(t)
+	// Submissions: the scan is the decodable ones in SortGrouped order.
+	var want []materialize.Submission
+	for _, raw := range v.DB.Submissions {
+		if s, err := materialize.DecodeSubmission(raw); err == nil {
+			want = append(want, s)
+		}
+	}
+	materialize.SortGrouped(want)
+	var got []materialize.Submission
+	var bad []*materialize.DecodeError
+	if err := db.ScanSubmissions(ctx, func(s materialize.Submission) error { got = append(got, s); return nil },
+		func(e *materialize.DecodeError) { bad = append(bad, e) }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("scan: %d submissions, want %d (or order differs)", len(got), len(want))
+	}
+	if len(got)+len(bad) != len(v.DB.Submissions) {
+		t.Errorf("scan: %d good + %d bad, have %d documents", len(got), len(bad), len(v.DB.Submissions))
+	}
+	users := map[string]bool{}
+	pairs := map[materialize.Pair]bool{}
+	var ids []bson.ObjectID
+	for _, s := range want {
+		users[s.User] = true
+		pairs[materialize.Pair{User: s.User, Problem: s.Problem}] = true
+		ids = append(ids, s.ID)
+	}
+	subs, _, err := db.Submissions(ctx, slices.Collect(maps.Keys(users)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sortedSubs(subs), sortedSubs(want)) {
+		t.Errorf("Submissions(users): %d, want %d", len(subs), len(want))
+	}
+	subs, _, err = db.Submissions(ctx, nil, slices.Collect(maps.Keys(pairs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sortedSubs(subs), sortedSubs(want)) {
+		t.Errorf("Submissions(pairs): %d, want %d", len(subs), len(want))
+	}
+	subs, _, err = db.SubmissionsByID(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sortedSubs(subs), sortedSubs(want)) {
+		t.Errorf("SubmissionsByID: %d, want %d", len(subs), len(want))
+	}
+
+	// Problems and the listing.
+	wantProblems := map[int64]materialize.Problem{}
+	listing := map[bson.ObjectID][]int64{}
+	for _, raw := range v.DB.Problems {
+		if p, err := materialize.DecodeProblem(raw); err == nil {
+			wantProblems[p.ID] = p
+			for _, h := range p.Homeworks {
+				if !slices.Contains(listing[h], p.ID) {
+					listing[h] = append(listing[h], p.ID)
+				}
+			}
+		}
+	}
+	all, _, err := db.AllProblems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID, _, err := db.Problems(ctx, slices.Collect(maps.Keys(wantProblems)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(wantProblems) || len(byID) != len(wantProblems) {
+		t.Errorf("problems: all %d, by id %d, want %d", len(all), len(byID), len(wantProblems))
+	}
+	for _, p := range all {
+		if w := wantProblems[p.ID]; !slices.Equal(p.Homeworks, w.Homeworks) || !slices.Equal(byID[p.ID].Homeworks, w.Homeworks) {
+			t.Errorf("problem %d: homeworks %v, want %v", p.ID, p.Homeworks, w.Homeworks)
+		}
+	}
+
+	// Homeworks, entry keys, entries for problems.
+	wantHW := map[bson.ObjectID]materialize.Homework{}
+	var hwIDs []bson.ObjectID
+	for _, raw := range v.DB.Homeworks {
+		if h, err := materialize.DecodeHomework(raw); err == nil {
+			wantHW[h.ID] = h
+			hwIDs = append(hwIDs, h.ID)
+		}
+	}
+	gotListing, err := db.ProblemsListing(ctx, hwIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hwIDs {
+		if g, w := slices.Sorted(slices.Values(gotListing[h])), slices.Sorted(slices.Values(listing[h])); !slices.Equal(g, w) {
+			t.Errorf("listing of %s: %v, want %v", h.Hex(), g, w)
+		}
+	}
+	allHW, _, err := db.AllHomeworks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, _, err := db.Homeworks(ctx, hwIDs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allHW) != len(wantHW) || len(named) != len(wantHW) {
+		t.Errorf("homeworks: all %d, named %d, want %d", len(allHW), len(named), len(wantHW))
+	}
+	keys, err := db.EntryKeys(ctx, hwIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range allHW {
+		w := wantHW[h.ID]
+		if h.End != w.End || h.Penalty != w.Penalty || !maps.EqualFunc(h.Students, w.Students, maps.Equal) {
+			t.Errorf("homework %s differs", h.ID.Hex())
+		}
+		n := 0
+		for u, ps := range w.Students {
+			n += len(ps)
+			for pk := range ps {
+				if !slices.Contains(keys[h.ID], watch.EntryRef{User: u, ProblemKey: pk}) {
+					t.Errorf("EntryKeys(%s) misses %s.%s", h.ID.Hex(), u, pk)
+				}
+			}
+		}
+		if len(keys[h.ID]) != n {
+			t.Errorf("EntryKeys(%s): %d keys, want %d", h.ID.Hex(), len(keys[h.ID]), n)
+		}
+		for u := range w.Students {
+			one, _, err := db.Homeworks(ctx, []bson.ObjectID{h.ID}, []string{u})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := one[h.ID]; got == nil || len(got.Students) != 1 || !maps.Equal(got.Students[u], w.Students[u]) {
+				t.Errorf("Homeworks(%s, [%s]) = %+v", h.ID.Hex(), u, got)
+			}
+			break
+		}
+	}
+	problems := slices.Collect(maps.Keys(wantProblems))
+	efp, err := db.EntriesForProblems(ctx, problems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		// Every homework counts, even one whose configuration is
+		// malformed: entry keys are read from studentStatus alone.
+		n := 0
+		for _, raw := range v.DB.Homeworks {
+			id, ok := raw.Lookup("_id").ObjectIDOK()
+			ss, isDoc := raw.Lookup("studentStatus").DocumentOK()
+			if !ok || !isDoc {
+				continue
+			}
+			for _, ue := range mustElems(t, ss) {
+				ud, isDoc := ue.Value().DocumentOK()
+				if !isDoc {
+					continue
+				}
+				if _, err := ud.LookupErr(materialize.ProblemKey(p)); err != nil {
+					continue
+				}
+				n++
+				if !slices.Contains(efp[p], materialize.HomeworkUser{Homework: id, User: ue.Key()}) {
+					t.Errorf("EntriesForProblems(%d) misses %s %s", p, id.Hex(), ue.Key())
+				}
+			}
+		}
+		if len(efp[p]) != n {
+			t.Errorf("EntriesForProblems(%d): %d, want %d", p, len(efp[p]), n)
+		}
+	}
+
+	// Users.
+	allUsers, _, err := db.AllUsers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named2, err := db.Users(ctx, slices.Collect(maps.Keys(allUsers)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range v.DB.Users {
+		name, err := materialize.DecodeUserID(raw)
+		if err != nil {
+			continue
+		}
+		st, ok := materialize.DecodeUserStats(raw)
+		if g := allUsers[name]; g.OK != ok || ok && !g.Stats.Equal(st) {
+			t.Errorf("AllUsers[%s] = %+v, want %+v %v", name, g, st, ok)
+		}
+		if g := named2[name]; g.OK != ok || ok && !g.Stats.Equal(st) {
+			t.Errorf("Users[%s] = %+v, want %+v %v", name, g, st, ok)
+		}
+	}
+}
+
+func checkApply(t *testing.T, db *DB, v mtest.Vector) {
+	ctx := testCtx(t)
+	res := materialize.Derive(v.DB)
+	var w watch.Writes
+	for _, raw := range v.DB.Users {
+		name, err := materialize.DecodeUserID(raw)
+		if err != nil {
+			continue
+		}
+		st, ok := res.Users[name]
+		if !ok {
+			st = materialize.UserStats{ACProblemIDs: []int64{}}
+		}
+		w.Users = append(w.Users, watch.UserWrite{User: name, Stats: st})
+	}
+	for h, users := range res.Entries {
+		for u, ps := range users {
+			for pk, e := range ps {
+				w.Entries = append(w.Entries, watch.EntryWrite{Homework: h, User: u, ProblemKey: pk, Entry: e})
+			}
+		}
+	}
+	var ids []bson.ObjectID
+	for h := range res.Entries {
+		ids = append(ids, h)
+	}
+	before, err := db.EntryKeys(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Apply(ctx, &w); err != nil {
+		t.Fatal(err)
+	}
+	after := readAll(t, db)
+	for _, d := range mtest.DiffStored(v, after) {
+		t.Error("after Apply:", d)
+	}
+	for _, d := range mtest.Diff(v, materialize.Derive(after)) {
+		t.Error("derived again after Apply:", d)
+	}
+	keys, err := db.EntryKeys(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h := range before {
+		if len(keys[h]) != len(before[h]) {
+			t.Errorf("homework %s: %d entries after Apply, %d before", h.Hex(), len(keys[h]), len(before[h]))
+		}
+	}
+	if len(after.Users) != len(v.DB.Users) || len(after.Homeworks) != len(v.DB.Homeworks) {
+		t.Error("Apply created or removed documents")
+	}
+}
+
+// TestIntegrationDottedUsername writes entries of users whose names cannot
+// be update paths, through the pipeline path.
+func TestIntegrationDottedUsername(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	h := bson.NewObjectID()
+	old := mtest.D("score", 1, "problemStatus", nil, "submissionIds", bson.A{})
+	ss := mtest.D("a", mtest.D("b", mtest.D("7", old)), "a.b", mtest.D("7", old, "8", old), "zed", mtest.D("7", old))
+	if dollarKeysAllowed(t, db) {
+		ss = append(ss, bson.E{Key: "$c", Value: mtest.D("7", old)})
+	}
+	doc := mtest.Raw("_id", h, "homeworkName", "hw", "studentStatus", ss)
+	load(t, db, materialize.Docs{Homeworks: []bson.Raw{doc}})
+	writes := []watch.EntryWrite{
+		{Homework: h, User: "a.b", ProblemKey: "7", Entry: testEntry},
+		{Homework: h, User: "x.y", ProblemKey: "7", Entry: testEntry}, // no such user: nothing added
+		{Homework: h, User: "a.b", ProblemKey: "9", Entry: testEntry}, // no such entry
+	}
+	want := map[string]map[string]materialize.Entry{"a.b": {"7": testEntry}}
+	if dollarKeysAllowed(t, db) {
+		writes = append(writes, watch.EntryWrite{Homework: h, User: "$c", ProblemKey: "7", Entry: testEntry})
+		want["$c"] = map[string]materialize.Entry{"7": testEntry}
+	}
+	if err := db.Apply(ctx, &watch.Writes{Entries: writes}); err != nil {
+		t.Fatal(err)
+	}
+	wantDoc, _, err := materialize.PatchHomework(doc, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, db).Homeworks[0]
+	g, err := mtest.StoredEntries(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := mtest.StoredEntries(wantDoc)
+	if !maps.EqualFunc(g, w, func(a, b map[string]materialize.Entry) bool {
+		return maps.EqualFunc(a, b, materialize.Entry.Equal)
+	}) {
+		t.Errorf("got %s\nwant %s", got, wantDoc)
+	}
+	if keys := got.Lookup("studentStatus").Document(); len(mustElems(t, keys)) != len(ss) {
+		t.Errorf("users changed: %s", keys)
+	}
+}
+
+func mustElems(t *testing.T, d bson.Raw) []bson.RawElement {
+	t.Helper()
+	els, err := d.Elements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return els
+}
+
+// dollarKeysAllowed reports whether the server stores '$'-prefixed nested
+// field names (MongoDB 5.0+).
+func dollarKeysAllowed(t *testing.T, db *DB) bool {
+	raw, err := db.client.Database("admin").RunCommand(testCtx(t), bson.D{{Key: "buildInfo", Value: 1}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	major, _, err := parseVersion(raw.Lookup("version").StringValue())
+	return err == nil && major >= 5
+}
+
+func TestIntegrationKeyIndex(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	a, b := bson.NewObjectID(), bson.NewObjectID()
+	p := func(u string, n int64) materialize.Pair { return materialize.Pair{User: u, Problem: n} }
+	if err := db.RecordKeys(ctx, map[bson.ObjectID][]materialize.Pair{a: {p("u", 1)}, b: {p("v.w", 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RecordKeys(ctx, map[bson.ObjectID][]materialize.Pair{a: {p("u", 1), p("x", 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.LookupKeys(ctx, []bson.ObjectID{a, b, bson.NewObjectID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !slices.Equal(got[a], []materialize.Pair{p("u", 1), p("x", 3)}) || !slices.Equal(got[b], []materialize.Pair{p("v.w", 2)}) {
+		t.Errorf("LookupKeys = %v", got)
+	}
+}
+
+func TestIntegrationFencedCheckpoint(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	ttl := 10 * time.Second
+	if _, ok, err := db.LoadCheckpoint(ctx); err != nil || ok {
+		t.Fatalf("empty: %v %v", ok, err)
+	}
+	if err := db.SaveCheckpoint(ctx, resume.Checkpoint{StartAt: bson.Timestamp{T: 1, I: 1}}); err != nil {
+		t.Fatalf("epoch 0 save: %v", err)
+	}
+	la, ok, err := db.Acquire(ctx, "A", ttl, t0)
+	if err != nil || !ok || la.Epoch != 1 || la.Owner != "A" || !la.Expires.Equal(t0.Add(ttl)) {
+		t.Fatalf("A acquires: %+v %v %v", la, ok, err)
+	}
+	if err := db.SaveCheckpoint(ctx, resume.Checkpoint{}); !errors.Is(err, resume.ErrFenced) {
+		t.Errorf("epoch 0 save under a lease: %v", err)
+	}
+	tok := mtest.Raw("_data", "826A")
+	if err := db.SaveCheckpoint(ctx, resume.Checkpoint{Token: tok, Epoch: 1, Owner: "A"}); err != nil {
+		t.Fatalf("A saves: %v", err)
+	}
+	if l, ok, err := db.Acquire(ctx, "B", ttl, t0.Add(time.Second)); err != nil || ok || l.Owner != "A" {
+		t.Errorf("B while A holds: %+v %v %v", l, ok, err)
+	}
+	lb, ok, err := db.Acquire(ctx, "B", ttl, t0.Add(ttl))
+	if err != nil || !ok || lb.Epoch != 2 {
+		t.Fatalf("B at expiry: %+v %v %v", lb, ok, err)
+	}
+	if err := db.SaveCheckpoint(ctx, resume.Checkpoint{Epoch: 1, Owner: "A"}); !errors.Is(err, resume.ErrFenced) {
+		t.Errorf("deposed A saves: %v", err)
+	}
+	cp, ok, err := db.LoadCheckpoint(ctx)
+	if err != nil || !ok || cp.Epoch != 1 || !bytes.Equal(cp.Token, tok) {
+		t.Errorf("checkpoint after fenced save: %+v %v %v", cp, ok, err)
+	}
+	if err := db.Release(ctx, "B", 2); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok, err := db.Acquire(ctx, "A", ttl, t0.Add(ttl+time.Second)); err != nil || !ok || l.Epoch != 3 {
+		t.Errorf("A after release: %+v %v %v", l, ok, err)
+	}
+	if l, ok, err := db.Current(ctx); err != nil || !ok || l.Owner != "A" || l.Epoch != 3 {
+		t.Errorf("current: %+v %v %v", l, ok, err)
+	}
+}
+
+// nextEvent waits up to 10 s for the next event of st.
+func nextEvent(t *testing.T, st watch.Stream) (watch.Event, error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ev, ok, err := st.Next(testCtx(t))
+		if ok || err != nil {
+			return ev, err
+		}
+	}
+	t.Fatal("no change event within 10s")
+	return watch.Event{}, nil
+}
+
+func mustEvent(t *testing.T, st watch.Stream, coll string, op materialize.Op) watch.Event {
+	t.Helper()
+	ev, err := nextEvent(t, st)
+	if err != nil {
+		t.Fatalf("want %s %s: %v", op, coll, err)
+	}
+	if ev.Change.Collection != coll || ev.Change.Op != op || len(ev.Token) == 0 || ev.ClusterTime.IsZero() {
+		t.Fatalf("got %+v, want %s on %s", ev, op, coll)
+	}
+	return ev
+}
+
+func TestIntegrationChangeStream(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	for _, c := range []string{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem, materialize.CollUser, "other"} {
+		if err := db.db.CreateCollection(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start, err := db.ClusterTime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := db.Open(ctx, watch.Position{StartAt: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(ctx)
+	subs := db.db.Collection(materialize.CollSubmission)
+	hws := db.db.Collection(materialize.CollHomework)
+	probs := db.db.Collection(materialize.CollProblem)
+	users := db.db.Collection(materialize.CollUser)
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	sid := bson.NewObjectID()
+	must(subs.InsertOne(ctx, mtest.D("_id", sid, "user", "u1", "problem", 7, "timestamp", now, "status", -1, "score", 0, "code", "x")))
+	ev := mustEvent(t, st, materialize.CollSubmission, materialize.OpInsert)
+	if ev.Change.SubmissionID != sid || !ev.Change.HasPair || ev.Change.Pair != (materialize.Pair{User: "u1", Problem: 7}) {
+		t.Errorf("insert: %+v", ev.Change)
+	}
+	must(subs.UpdateOne(ctx, mtest.D("_id", sid), mtest.D("$set", mtest.D("status", 0, "score", 100, "lastSend", now))))
+	ev = mustEvent(t, st, materialize.CollSubmission, materialize.OpUpdate)
+	if f := slices.Sorted(slices.Values(ev.Change.Fields)); !slices.Equal(f, []string{"lastSend", "score", "status"}) || ev.Change.HasPair {
+		t.Errorf("update: %+v", ev.Change)
+	}
+	afterUpdate := ev.Token
+	must(subs.ReplaceOne(ctx, mtest.D("_id", sid), mtest.D("user", "u2", "problem", 8, "timestamp", now)))
+	ev = mustEvent(t, st, materialize.CollSubmission, materialize.OpReplace)
+	if ev.Change.Pair != (materialize.Pair{User: "u2", Problem: 8}) {
+		t.Errorf("replace: %+v", ev.Change)
+	}
+	must(subs.DeleteOne(ctx, mtest.D("_id", sid)))
+	ev = mustEvent(t, st, materialize.CollSubmission, materialize.OpDelete)
+	if ev.Change.SubmissionID != sid || ev.Change.HasPair {
+		t.Errorf("delete: %+v", ev.Change)
+	}
+	hid := bson.NewObjectID()
+	must(hws.InsertOne(ctx, mtest.D("_id", hid, "penalty", "score = 0", "studentStatus", mtest.D("u1", mtest.D("7", mtest.D("score", 0))))))
+	ev = mustEvent(t, st, materialize.CollHomework, materialize.OpInsert)
+	if ev.Change.HomeworkID != hid {
+		t.Errorf("homework insert: %+v", ev.Change)
+	}
+	must(hws.UpdateOne(ctx, mtest.D("_id", hid), mtest.D("$set", mtest.D("studentStatus.u1.7", mtest.D("score", 5)), "$unset", mtest.D("penalty", ""))))
+	ev = mustEvent(t, st, materialize.CollHomework, materialize.OpUpdate)
+	if f := slices.Sorted(slices.Values(ev.Change.Fields)); !slices.Equal(f, []string{"penalty", "studentStatus.u1.7"}) {
+		t.Errorf("homework update fields: %v", f)
+	}
+	must(probs.InsertOne(ctx, mtest.D("_id", 7, "homeworks", bson.A{})))
+	ev = mustEvent(t, st, materialize.CollProblem, materialize.OpInsert)
+	if ev.Change.ProblemID != 7 {
+		t.Errorf("problem insert: %+v", ev.Change)
+	}
+	must(probs.UpdateOne(ctx, mtest.D("_id", 7), mtest.D("$push", mtest.D("homeworks", hid))))
+	ev = mustEvent(t, st, materialize.CollProblem, materialize.OpUpdate)
+	if len(ev.Change.Fields) != 1 || !strings.HasPrefix(ev.Change.Fields[0], "homeworks") {
+		t.Errorf("problem update fields: %v", ev.Change.Fields)
+	}
+	// A user update is filtered out server-side; the insert after it is the
+	// next event.
+	must(users.InsertOne(ctx, mtest.D("_id", "u1", "submission", 0)))
+	ev = mustEvent(t, st, materialize.CollUser, materialize.OpInsert)
+	if ev.Change.UserID != "u1" {
+		t.Errorf("user insert: %+v", ev.Change)
+	}
+	must(users.UpdateOne(ctx, mtest.D("_id", "u1"), mtest.D("$set", mtest.D("submission", 1))))
+	must(db.db.Collection("other").InsertOne(ctx, mtest.D("x", 1)))
+	// A submission Back-End never writes: reported, and the stream moves on.
+	must(subs.InsertOne(ctx, mtest.D("_id", "not-an-objectid", "user", "u1")))
+	ev, err = nextEvent(t, st)
+	if !errors.Is(err, watch.ErrBadEvent) || len(ev.Token) == 0 || ev.Change.Collection != "" {
+		t.Errorf("bad event: %+v, %v", ev, err)
+	}
+
+	// Resume after the update: the replace comes next.
+	if err := st.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := db.Open(ctx, watch.Position{Token: afterUpdate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close(ctx)
+	ev = mustEvent(t, st2, materialize.CollSubmission, materialize.OpReplace)
+	if ev.Change.SubmissionID != sid {
+		t.Errorf("resumed: %+v", ev.Change)
+	}
+}
+
+// TestIntegrationQuietStreamAdvances checks that the resume token moves on
+// (postBatchResumeToken) while only filtered-out changes happen.
+func TestIntegrationQuietStreamAdvances(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	st, err := db.Open(ctx, watch.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(ctx)
+	if _, ok, err := st.Next(ctx); ok || err != nil {
+		t.Fatalf("quiet stream: ok=%v err=%v", ok, err)
+	}
+	first := st.ResumeToken()
+	if len(first) == 0 {
+		t.Fatal("no postBatchResumeToken after a getMore")
+	}
+	other := db.db.Collection("other")
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := other.InsertOne(ctx, mtest.D("x", 1)); err != nil {
+			t.Fatal(err)
+		}
+		ev, ok, err := st.Next(ctx)
+		if err != nil || ok {
+			t.Fatalf("filtered change delivered: %+v %v %v", ev, ok, err)
+		}
+		if tok := st.ResumeToken(); !bytes.Equal(tok, first) {
+			// The advanced token resumes cleanly.
+			st2, err := db.Open(ctx, watch.Position{Token: tok})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = st2.Close(ctx)
+			return
+		}
+	}
+	t.Error("resume token did not advance on a quiet stream")
+}
+
+func TestIntegrationHistoryLost(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	st, err := db.Open(ctx, watch.Position{StartAt: bson.Timestamp{T: 1, I: 1}})
+	if err == nil {
+		defer st.Close(ctx)
+		_, err = nextEvent(t, st)
+	}
+	if !errors.Is(err, watch.ErrHistoryLost) {
+		t.Errorf("start before the oplog: %v, want ErrHistoryLost", err)
+	}
+}
+
+func TestIntegrationEnsureIndexes(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	for range 2 {
+		if err := db.EnsureIndexes(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ix := range indexes {
+		ok, err := hasIndex(ctx, db.db.Collection(ix.coll), ix.name)
+		if err != nil || !ok {
+			t.Errorf("index %s on %s: %v %v", ix.name, ix.coll, ok, err)
+		}
+	}
+	if ct, err := db.ClusterTime(ctx); err != nil || ct.IsZero() {
+		t.Errorf("cluster time: %v %v", ct, err)
+	}
+}

@@ -1,0 +1,280 @@
+package mongodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+func TestRedact(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"mongodb://localhost:27017/?replicaSet=rs0", "mongodb://localhost:27017/?replicaSet=rs0"},
+		{"mongodb://user:s3cret@h1:27017,h2:27017/normal-oj?replicaSet=rs0", "mongodb://user:xxxxx@h1:27017,h2:27017/normal-oj?replicaSet=rs0"},
+		{"mongodb+srv://user:p%40ss%2Fw@cluster0.example.net/", "mongodb+srv://user:xxxxx@cluster0.example.net/"},
+		{"mongodb://user@h/?authMechanism=MONGODB-X509", "mongodb://user@h/?authMechanism=MONGODB-X509"},
+		// unescaped '@' and '/' in the password (invalid, but must not leak)
+		{"mongodb://user:p@ss/word@h:1/db", "mongodb://user:xxxxx@h:1/db"},
+		{"mongodb://u:pw@h/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:tok&appName=x",
+			"mongodb://u:xxxxx@h/?authMechanism=MONGODB-AWS&authMechanismProperties=xxxxx&appName=x"},
+		{"mongodb://h/?tlsCertificateKeyFilePassword=kfp", "mongodb://h/?tlsCertificateKeyFilePassword=xxxxx"},
+		{"user:pw@h", "user:xxxxx@h"},
+		{"", ""},
+	}
+	for _, c := range cases {
+		if got := Redact(c.in); got != c.want {
+			t.Errorf("Redact(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestScrubKeepsChain(t *testing.T) {
+	uri := "mongodb://u:p%40ss@h/?authMechanismProperties=AWS_SESSION_TOKEN:tok"
+	secrets := uriSecrets(uri)
+	base := mongo.CommandError{Code: 18, Message: "auth failed for p@ss with p%40ss and AWS_SESSION_TOKEN:tok"}
+	err := scrub(fmt.Errorf("mongodb %s: %w", Redact(uri), base), secrets)
+	msg := err.Error()
+	for _, s := range []string{"p@ss", "p%40ss", "AWS_SESSION_TOKEN:tok"} {
+		if strings.Contains(msg, s) {
+			t.Errorf("error %q leaks %q", msg, s)
+		}
+	}
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 18 {
+		t.Errorf("errors.As lost the CommandError: %v", err)
+	}
+	if e := errors.New("plain"); scrub(e, secrets) != e {
+		t.Error("scrub rewrapped an error without secrets")
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	cases := []struct {
+		in           string
+		major, minor int
+		ok           bool
+	}{
+		{"7.0.12", 7, 0, true},
+		{"4.4.0-rc3", 4, 4, true},
+		{"4.2", 4, 2, true},
+		{"8.0.0-alpha-1234-gabcdef", 8, 0, true},
+		{"", 0, 0, false},
+		{"4", 0, 0, false},
+		{"x.4.1", 0, 0, false},
+		{"4.y", 0, 0, false},
+	}
+	for _, c := range cases {
+		major, minor, err := parseVersion(c.in)
+		if (err == nil) != c.ok || major != c.major || minor != c.minor {
+			t.Errorf("parseVersion(%q) = %d, %d, %v; want %d, %d, ok=%v", c.in, major, minor, err, c.major, c.minor, c.ok)
+		}
+	}
+}
+
+func TestCheckVersion(t *testing.T) {
+	for _, v := range []string{"4.4.0", "4.4.29", "5.0.0", "6.0.1", "7.0.12", "8.0.4", "10.0.0", "4.10.0"} {
+		if err := checkVersion(v); err != nil {
+			t.Errorf("checkVersion(%q) = %v, want nil", v, err)
+		}
+	}
+	for _, v := range []string{"4.2.24", "4.0.28", "3.6.23", "2.6.0"} {
+		err := checkVersion(v)
+		want := "MongoDB 4.4 or newer is required (mongo-driver v2.10 and change streams with postBatchResumeToken); server is " + v
+		if err == nil || err.Error() != want {
+			t.Errorf("checkVersion(%q) = %v, want %q", v, err, want)
+		}
+	}
+	if err := checkVersion("garbage"); err == nil || !strings.Contains(err.Error(), "MongoDB 4.4 or newer is required") {
+		t.Errorf("checkVersion(garbage) = %v", err)
+	}
+}
+
+func TestCheckTopology(t *testing.T) {
+	if err := checkTopology(mtest.Raw("isWritablePrimary", true, "setName", "rs0")); err != nil {
+		t.Errorf("replica set member: %v", err)
+	}
+	if err := checkTopology(mtest.Raw("isWritablePrimary", true, "msg", "isdbgrid")); err != nil {
+		t.Errorf("mongos: %v", err)
+	}
+	err := checkTopology(mtest.Raw("isWritablePrimary", true, "maxWireVersion", 21))
+	if err == nil || !strings.Contains(err.Error(), "change streams need a replica set; see docs/operations.md to convert a standalone") {
+		t.Errorf("standalone: %v", err)
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := Config{URI: "mongodb://h"}.withDefaults()
+	if c.Database != "normal-oj" || c.CheckpointCollection != "materializer_checkpoints" ||
+		c.KeysCollection != "materializer_submission_keys" || c.WriteTimeout != 5*time.Second {
+		t.Errorf("defaults: %+v", c)
+	}
+	c = Config{Database: "d", CheckpointCollection: "c", KeysCollection: "k", WriteTimeout: time.Second}.withDefaults()
+	if c.Database != "d" || c.CheckpointCollection != "c" || c.KeysCollection != "k" || c.WriteTimeout != time.Second {
+		t.Errorf("explicit values changed: %+v", c)
+	}
+}
+
+// timeoutNetErr is a net.Error that timed out.
+type timeoutNetErr struct{}
+
+func (timeoutNetErr) Error() string   { return "i/o timeout" }
+func (timeoutNetErr) Timeout() bool   { return true }
+func (timeoutNetErr) Temporary() bool { return true }
+
+var _ net.Error = timeoutNetErr{}
+
+func TestClassifyStreamError(t *testing.T) {
+	type kind int
+	const (
+		other kind = iota
+		lost
+		transient
+	)
+	cases := []struct {
+		name string
+		err  error
+		want kind
+	}{
+		{"ChangeStreamHistoryLost", mongo.CommandError{Code: 286, Name: "ChangeStreamHistoryLost", Message: "Resume of change stream was not possible, as the resume point may no longer be in the oplog."}, lost},
+		{"280 history lost", mongo.CommandError{Code: 280, Name: "ChangeStreamFatalError", Message: "resume of change stream was not possible, as the resume point may no longer be in the oplog."}, lost},
+		{"280 other", mongo.CommandError{Code: 280, Name: "ChangeStreamFatalError", Message: "cannot resume stream: the stream was invalidated"}, other},
+		{"286 wrapped", fmt.Errorf("x: %w", mongo.CommandError{Code: 286}), lost},
+		{"network label", mongo.CommandError{Labels: []string{"NetworkError"}, Wrapped: errors.New("connection reset")}, transient},
+		{"resumable label", mongo.CommandError{Code: 1234, Labels: []string{"ResumableChangeStreamError"}}, transient},
+		{"retryable write label", mongo.CommandError{Code: 1234, Labels: []string{"RetryableWriteError"}}, transient},
+		{"NotWritablePrimary", mongo.CommandError{Code: 10107, Name: "NotWritablePrimary"}, transient},
+		{"PrimarySteppedDown", mongo.CommandError{Code: 189}, transient},
+		{"InterruptedDueToReplStateChange", mongo.CommandError{Code: 11602}, transient},
+		{"ShutdownInProgress", mongo.CommandError{Code: 91}, transient},
+		{"CursorNotFound", mongo.CommandError{Code: 43}, transient},
+		{"CappedPositionLost", mongo.CommandError{Code: 136}, transient},
+		{"deadline", fmt.Errorf("server selection error: %w", context.DeadlineExceeded), transient},
+		{"net timeout", fmt.Errorf("read: %w", timeoutNetErr{}), transient},
+		{"canceled", context.Canceled, other},
+		{"Unauthorized", mongo.CommandError{Code: 13, Name: "Unauthorized"}, other},
+		{"InvalidResumeToken", mongo.CommandError{Code: 260, Name: "InvalidResumeToken"}, other},
+		{"plain", errors.New("boom"), other},
+	}
+	for _, c := range cases {
+		err := classifyStreamError("op", c.err)
+		got := other
+		switch {
+		case errors.Is(err, watch.ErrHistoryLost):
+			got = lost
+		case errors.Is(err, watch.ErrTransient):
+			got = transient
+		}
+		if got != c.want {
+			t.Errorf("%s: classified %v as %d, want %d", c.name, err, got, c.want)
+		}
+		if errors.Is(err, watch.ErrHistoryLost) && errors.Is(err, watch.ErrTransient) {
+			t.Errorf("%s: both sentinels", c.name)
+		}
+		if want, ok := c.err.(mongo.CommandError); ok {
+			// CommandError is not comparable (it holds slices): check by As.
+			var got mongo.CommandError
+			if !errors.As(err, &got) || got.Code != want.Code {
+				t.Errorf("%s: original error lost from the chain: %v", c.name, err)
+			}
+		} else if !errors.Is(err, c.err) {
+			t.Errorf("%s: original error lost from the chain: %v", c.name, err)
+		}
+		if !strings.HasPrefix(err.Error(), "op: ") {
+			t.Errorf("%s: no context: %v", c.name, err)
+		}
+	}
+	if classifyStreamError("op", nil) != nil {
+		t.Error("nil error classified")
+	}
+}
+
+func TestClusterTimeOf(t *testing.T) {
+	ts := func(t, i uint32) bson.Timestamp { return bson.Timestamp{T: t, I: i} }
+	resp := mtest.Raw("ok", 1.0,
+		"$clusterTime", mtest.D("clusterTime", ts(100, 5), "signature", mtest.D("hash", []byte{0}, "keyId", int64(0))),
+		"operationTime", ts(100, 3))
+	got, err := clusterTimeOf(resp)
+	if err != nil || got != ts(100, 3) {
+		t.Errorf("both present: %v, %v; want the earlier, operationTime", got, err)
+	}
+	got, err = clusterTimeOf(mtest.Raw("ok", 1.0, "$clusterTime", mtest.D("clusterTime", ts(7, 1))))
+	if err != nil || got != ts(7, 1) {
+		t.Errorf("only $clusterTime: %v, %v", got, err)
+	}
+	got, err = clusterTimeOf(mtest.Raw("ok", 1.0, "operationTime", ts(9, 2)))
+	if err != nil || got != ts(9, 2) {
+		t.Errorf("only operationTime: %v, %v", got, err)
+	}
+	if _, err := clusterTimeOf(mtest.Raw("ok", 1.0)); err == nil {
+		t.Error("standalone response: no error")
+	}
+}
+
+func TestStreamOptions(t *testing.T) {
+	apply := func(b *options.ChangeStreamOptionsBuilder) options.ChangeStreamOptions {
+		var o options.ChangeStreamOptions
+		for _, f := range b.List() {
+			if err := f(&o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return o
+	}
+	token := mtest.Raw("_data", "8263A1")
+	o := apply(streamOptions(Config{MaxAwait: 2 * time.Second, ChangeStreamBatchSize: 100},
+		watch.Position{Token: token, StartAt: bson.Timestamp{T: 5, I: 1}}))
+	if o.StartAfter == nil || o.ResumeAfter != nil || o.StartAtOperationTime != nil {
+		t.Errorf("token: startAfter %v resumeAfter %v startAt %v", o.StartAfter, o.ResumeAfter, o.StartAtOperationTime)
+	}
+	if o.MaxAwaitTime == nil || *o.MaxAwaitTime != 2*time.Second || o.BatchSize == nil || *o.BatchSize != 100 {
+		t.Errorf("await/batch: %v %v", o.MaxAwaitTime, o.BatchSize)
+	}
+	if o.FullDocument == nil || *o.FullDocument != options.Default {
+		t.Errorf("fullDocument: %v, want default (no updateLookup)", o.FullDocument)
+	}
+	o = apply(streamOptions(Config{}, watch.Position{StartAt: bson.Timestamp{T: 5, I: 1}}))
+	if o.StartAtOperationTime == nil || *o.StartAtOperationTime != (bson.Timestamp{T: 5, I: 1}) || o.StartAfter != nil {
+		t.Errorf("startAt: %v %v", o.StartAtOperationTime, o.StartAfter)
+	}
+	if o.MaxAwaitTime != nil || o.BatchSize != nil {
+		t.Errorf("zero config set await/batch: %v %v", o.MaxAwaitTime, o.BatchSize)
+	}
+	o = apply(streamOptions(Config{}, watch.Position{}))
+	if o.StartAtOperationTime != nil || o.StartAfter != nil || o.ResumeAfter != nil {
+		t.Error("empty position set a start")
+	}
+}
+
+// TestOpenErrorRedacted opens an unreachable server (nothing listens on
+// port 1) with credentials: the error names the redacted URI and holds no
+// password.
+func TestOpenErrorRedacted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	uri := "mongodb://materializer:Sup3rSecret@127.0.0.1:1/?serverSelectionTimeoutMS=300&connectTimeoutMS=300"
+	db, err := Open(ctx, Config{URI: uri})
+	if err == nil {
+		_ = db.Close(ctx)
+		t.Fatal("Open of an unreachable server succeeded")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "Sup3rSecret") {
+		t.Errorf("error leaks the password: %s", msg)
+	}
+	if !strings.Contains(msg, "materializer:xxxxx@127.0.0.1:1") || !strings.Contains(msg, "ping") {
+		t.Errorf("error lacks context: %s", msg)
+	}
+	if _, err := Open(ctx, Config{URI: "mongodb://u:Sup3rSecret@h/?authMechanism=NOPE"}); err == nil || strings.Contains(err.Error(), "Sup3rSecret") {
+		t.Errorf("bad URI: %v", err)
+	}
+}

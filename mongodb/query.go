@@ -1,0 +1,289 @@
+package mongodb
+
+import (
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// This file builds every filter, projection, update and pipeline the
+// adapter sends. They are pure functions of their arguments so that unit
+// tests can check the BSON without a server.
+//
+// User names and problem keys come from documents and may contain '.' or
+// start with '$'. They are never spliced into a field path unless
+// safePathComponent allows it, and inside aggregation expressions they are
+// always wrapped in $literal, since an expression string starting with '$'
+// is a field path.
+
+// Projections of the source reads: only the fields the derivation reads.
+var (
+	submissionProjection = bson.D{
+		{Key: "_id", Value: 1}, {Key: "user", Value: 1}, {Key: "problem", Value: 1},
+		{Key: "languageType", Value: 1}, {Key: "timestamp", Value: 1},
+		{Key: "status", Value: 1}, {Key: "score", Value: 1},
+	}
+	problemProjection = bson.D{{Key: "homeworks", Value: 1}}
+	userProjection    = bson.D{
+		{Key: materialize.FieldSubmission, Value: 1},
+		{Key: materialize.FieldACSubmission, Value: 1},
+		{Key: materialize.FieldACProblemIDs, Value: 1},
+	}
+)
+
+// scanSort is the order of ScanSubmissions, and the key of the index
+// scanIndexName that serves it.
+var scanSort = bson.D{{Key: "user", Value: 1}, {Key: "problem", Value: 1}, {Key: "timestamp", Value: 1}, {Key: "_id", Value: 1}}
+
+const scanIndexName = "user_1_problem_1_timestamp_1__id_1"
+
+// safePathComponent reports whether s can be one component of a dotted
+// update or query path: not empty, no '.', not starting with '$'.
+func safePathComponent(s string) bool {
+	return s != "" && !strings.Contains(s, ".") && !strings.HasPrefix(s, "$")
+}
+
+// isType is the aggregation expression {$eq: [{$type: expr}, t]}.
+func isType(expr any, t string) bson.D {
+	return bson.D{{Key: "$eq", Value: bson.A{bson.D{{Key: "$type", Value: expr}}, t}}}
+}
+
+// literal wraps v in $literal.
+func literal(v any) bson.D { return bson.D{{Key: "$literal", Value: v}} }
+
+// cond is {$cond: [if, then, else]}.
+func cond(ifExpr, thenExpr, elseExpr any) bson.D {
+	return bson.D{{Key: "$cond", Value: bson.A{ifExpr, thenExpr, elseExpr}}}
+}
+
+// objectToArray is {$objectToArray: expr}.
+func objectToArray(expr any) bson.D { return bson.D{{Key: "$objectToArray", Value: expr}} }
+
+// mapExpr is {$map: {input, as, in}}.
+func mapExpr(input any, as string, in any) bson.D {
+	return bson.D{{Key: "$map", Value: bson.D{{Key: "input", Value: input}, {Key: "as", Value: as}, {Key: "in", Value: in}}}}
+}
+
+// filterExpr is {$filter: {input, as, cond}}.
+func filterExpr(input any, as string, c any) bson.D {
+	return bson.D{{Key: "$filter", Value: bson.D{{Key: "input", Value: input}, {Key: "as", Value: as}, {Key: "cond", Value: c}}}}
+}
+
+// inValues is {$in: vals} as a query operator.
+func inValues[T any](vals []T) bson.D { return bson.D{{Key: "$in", Value: vals}} }
+
+// submissionFilters returns the filters of Submissions(users, pairs): the
+// submissions of every named user and of every named pair, split into
+// queries of at most maxTerms terms (a user or a pair each). Each filter is
+// {user: {$in: [...]}}, {user: u, problem: p}, or an $or of those. Pairs
+// of a named user are dropped (the user's term covers them) and duplicates
+// removed; no users and no pairs give no filter.
+func submissionFilters(users []string, pairs []materialize.Pair, maxTerms int) []bson.D {
+	seenUser := make(map[string]bool, len(users))
+	us := make([]string, 0, len(users))
+	for _, u := range users {
+		if !seenUser[u] {
+			seenUser[u] = true
+			us = append(us, u)
+		}
+	}
+	seenPair := make(map[materialize.Pair]bool, len(pairs))
+	ps := make([]materialize.Pair, 0, len(pairs))
+	for _, p := range pairs {
+		if !seenUser[p.User] && !seenPair[p] {
+			seenPair[p] = true
+			ps = append(ps, p)
+		}
+	}
+	var out []bson.D
+	var curUsers []string
+	var curPairs []materialize.Pair
+	flush := func() {
+		if len(curUsers) == 0 && len(curPairs) == 0 {
+			return
+		}
+		terms := make(bson.A, 0, 1+len(curPairs))
+		if len(curUsers) > 0 {
+			terms = append(terms, bson.D{{Key: "user", Value: inValues(curUsers)}})
+		}
+		for _, p := range curPairs {
+			terms = append(terms, bson.D{{Key: "user", Value: p.User}, {Key: "problem", Value: p.Problem}})
+		}
+		if len(terms) == 1 {
+			out = append(out, terms[0].(bson.D))
+		} else {
+			out = append(out, bson.D{{Key: "$or", Value: terms}})
+		}
+		curUsers, curPairs = nil, nil
+	}
+	n := 0
+	add := func() {
+		n++
+		if n == maxTerms {
+			flush()
+			n = 0
+		}
+	}
+	for _, u := range us {
+		curUsers = append(curUsers, u)
+		add()
+	}
+	for _, p := range ps {
+		curPairs = append(curPairs, p)
+		add()
+	}
+	flush()
+	return out
+}
+
+// homeworkPipeline reads homeworks as DecodeHomework expects them: _id,
+// duration, penalty and studentStatus, where studentStatus keeps only the
+// named users (every user when users is nil). ids nil matches every
+// homework. The user filter runs server-side with $objectToArray, $filter
+// and $arrayToObject, so it works for usernames that cannot be projection
+// paths; a studentStatus that is not a document is passed through as is
+// (DecodeHomework reports it), as are users whose value is not a document.
+func homeworkPipeline(ids []bson.ObjectID, users []string) bson.A {
+	var ss any = 1
+	if users != nil {
+		ss = cond(isType("$studentStatus", "object"),
+			bson.D{{Key: "$arrayToObject", Value: filterExpr(objectToArray("$studentStatus"), "u",
+				bson.D{{Key: "$in", Value: bson.A{"$$u.k", literal(users)}}})}},
+			"$studentStatus")
+	}
+	p := bson.A{}
+	if ids != nil {
+		p = append(p, bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: inValues(ids)}}}})
+	}
+	return append(p, bson.D{{Key: "$project", Value: bson.D{
+		{Key: "duration", Value: 1},
+		{Key: "penalty", Value: 1},
+		{Key: materialize.FieldStudentStatus, Value: ss},
+	}}})
+}
+
+// entryKeysPipeline returns, for each named homework, {_id, keys: [{u,
+// p: [problem keys]}]}: the key names of studentStatus and of each user's
+// document, never the entry values. Users whose value is not a document
+// have no keys.
+func entryKeysPipeline(ids []bson.ObjectID) bson.A {
+	perUser := mapExpr(objectToArray("$studentStatus"), "u", bson.D{
+		{Key: "u", Value: "$$u.k"},
+		{Key: "p", Value: cond(isType("$$u.v", "object"),
+			mapExpr(objectToArray("$$u.v"), "e", "$$e.k"),
+			bson.A{})},
+	})
+	return bson.A{
+		bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: inValues(ids)}}}},
+		bson.D{{Key: "$project", Value: bson.D{
+			{Key: "keys", Value: cond(isType("$studentStatus", "object"), perUser, bson.A{})},
+		}}},
+	}
+}
+
+// entriesForProblemsPipeline returns, over every homework, {_id, hits:
+// [{u, p: [problem keys among keys]}]} for the users having an entry keyed
+// by one of keys; homeworks without hits are dropped.
+func entriesForProblemsPipeline(keys []string) bson.A {
+	docUsers := filterExpr(objectToArray("$studentStatus"), "u", isType("$$u.v", "object"))
+	perUser := mapExpr(docUsers, "u", bson.D{
+		{Key: "u", Value: "$$u.k"},
+		{Key: "p", Value: filterExpr(mapExpr(objectToArray("$$u.v"), "e", "$$e.k"), "k",
+			bson.D{{Key: "$in", Value: bson.A{"$$k", literal(keys)}}})},
+	})
+	hits := filterExpr(perUser, "h", bson.D{{Key: "$gt", Value: bson.A{bson.D{{Key: "$size", Value: "$$h.p"}}, 0}}})
+	return bson.A{
+		bson.D{{Key: "$match", Value: bson.D{{Key: materialize.FieldStudentStatus, Value: bson.D{{Key: "$type", Value: "object"}}}}}},
+		bson.D{{Key: "$project", Value: bson.D{{Key: "hits", Value: hits}}}},
+		bson.D{{Key: "$match", Value: bson.D{{Key: "hits.0", Value: bson.D{{Key: "$exists", Value: true}}}}}},
+	}
+}
+
+// userWrite returns the filter and update of a UserWrite: $set of the
+// three derived fields on the existing user document (no upsert).
+func userWrite(w watch.UserWrite) (filter, update bson.D) {
+	return bson.D{{Key: "_id", Value: w.User}},
+		bson.D{{Key: "$set", Value: w.Stats.Fields()}}
+}
+
+// entryWrite returns the filter and update of an EntryWrite. They match
+// only when studentStatus.<user>.<problemKey> exists, and replace exactly
+// that entry, never adding one: entryWriteByPath when both names are safe
+// path components, else entryWriteByPipeline.
+func entryWrite(w watch.EntryWrite) (filter bson.D, update any) {
+	if safePathComponent(w.User) && safePathComponent(w.ProblemKey) {
+		return entryWriteByPath(w)
+	}
+	return entryWriteByPipeline(w)
+}
+
+// entryWriteByPath is {_id: h, "studentStatus.u.p": {$exists: true}} and
+// {$set: {"studentStatus.u.p": entry}}; u and p must be safe path
+// components.
+func entryWriteByPath(w watch.EntryWrite) (filter, update bson.D) {
+	path := materialize.FieldStudentStatus + "." + w.User + "." + w.ProblemKey
+	return bson.D{{Key: "_id", Value: w.Homework}, {Key: path, Value: bson.D{{Key: "$exists", Value: true}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: path, Value: w.Entry.Doc()}}}}
+}
+
+// entryWriteByPipeline handles any user and problem key (dots, a leading
+// '$'). The filter's $expr checks that studentStatus is a document holding
+// the user, whose value is a document holding the problem key; the update
+// pipeline (MongoDB 4.2+) rebuilds studentStatus with $objectToArray, $map
+// and $arrayToObject, replacing that one entry by the $literal entry and
+// leaving every other key, value and the key order as they are. The
+// pipeline by itself never adds a key either: it only maps existing ones.
+// Every $objectToArray is guarded by a $type check ($cond evaluates only
+// the branch it takes).
+func entryWriteByPipeline(w watch.EntryWrite) (filter bson.D, update bson.A) {
+	user, pk := literal(w.User), literal(w.ProblemKey)
+	isUser := bson.D{{Key: "$eq", Value: bson.A{"$$u.k", user}}}
+	hasEntry := cond(isType("$studentStatus", "object"),
+		bson.D{{Key: "$gt", Value: bson.A{
+			bson.D{{Key: "$size", Value: filterExpr(objectToArray("$studentStatus"), "u",
+				cond(isUser,
+					cond(isType("$$u.v", "object"),
+						bson.D{{Key: "$in", Value: bson.A{pk, mapExpr(objectToArray("$$u.v"), "p", "$$p.k")}}},
+						false),
+					false))}},
+			0,
+		}}},
+		false)
+	filter = bson.D{
+		{Key: "_id", Value: w.Homework},
+		{Key: "$expr", Value: hasEntry},
+	}
+	replaceEntry := mapExpr(objectToArray("$$u.v"), "p",
+		cond(bson.D{{Key: "$eq", Value: bson.A{"$$p.k", pk}}},
+			bson.D{{Key: "k", Value: "$$p.k"}, {Key: "v", Value: literal(w.Entry.Doc())}},
+			"$$p"))
+	rebuilt := bson.D{{Key: "$arrayToObject", Value: mapExpr(objectToArray("$studentStatus"), "u",
+		cond(isUser,
+			cond(isType("$$u.v", "object"),
+				bson.D{{Key: "k", Value: "$$u.k"}, {Key: "v", Value: bson.D{{Key: "$arrayToObject", Value: replaceEntry}}}},
+				"$$u"),
+			"$$u"))}}
+	guarded := cond(isType("$studentStatus", "object"), rebuilt, "$studentStatus")
+	update = bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: materialize.FieldStudentStatus, Value: guarded}}}}}
+	return filter, update
+}
+
+// keyPair is a pair as the key index stores it: {u: user, p: problem}
+// (p always int64, so $addToSet sees equal pairs as equal).
+func keyPair(p materialize.Pair) bson.D {
+	return bson.D{{Key: "u", Value: p.User}, {Key: "p", Value: p.Problem}}
+}
+
+// recordKeysWrite returns the filter and update recording pairs for one
+// submission: an upsert adding each pair once.
+func recordKeysWrite(id bson.ObjectID, pairs []materialize.Pair) (filter, update bson.D) {
+	each := make(bson.A, len(pairs))
+	for i, p := range pairs {
+		each[i] = keyPair(p)
+	}
+	return bson.D{{Key: "_id", Value: id}},
+		bson.D{{Key: "$addToSet", Value: bson.D{{Key: "pairs", Value: bson.D{{Key: "$each", Value: each}}}}}}
+}

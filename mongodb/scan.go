@@ -1,0 +1,221 @@
+package mongodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// ScanSubmissions implements watch.Scanner: every submission in (user,
+// problem, timestamp, _id) order, streamed through one cursor so memory
+// stays bounded. The find is hinted to the user_1_problem_1_timestamp_1__id_1
+// index when it exists (EnsureIndexes creates it); without it the server
+// sorts, spilling to disk (allowDiskUse). Undecodable submissions go to
+// bad; an error from fn stops the scan and is returned.
+func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission) error, bad func(*materialize.DecodeError)) error {
+	hinted, err := hasIndex(ctx, d.submissions, scanIndexName)
+	if err != nil {
+		return fmt.Errorf("scan submissions: %w", err)
+	}
+	opts := options.Find().SetProjection(submissionProjection).SetSort(scanSort).SetAllowDiskUse(true)
+	if hinted {
+		opts.SetHint(scanIndexName)
+	}
+	cur, err := d.submissions.Find(ctx, bson.D{}, opts)
+	if err != nil {
+		return fmt.Errorf("scan submissions: %w", err)
+	}
+	var fnErr error
+	err = each(ctx, cur, func(raw bson.Raw) error {
+		s, err := materialize.DecodeSubmission(raw)
+		if err != nil {
+			bad(decodeError(materialize.CollSubmission, raw, err))
+			return nil
+		}
+		if err := fn(s); err != nil {
+			fnErr = err
+			return err
+		}
+		return nil
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
+		return fmt.Errorf("scan submissions: %w", err)
+	}
+	return nil
+}
+
+// hasIndex reports whether coll has an index named name. A collection
+// that does not exist has none.
+func hasIndex(ctx context.Context, coll *mongo.Collection, name string) (bool, error) {
+	specs, err := coll.Indexes().ListSpecifications(ctx)
+	if err != nil {
+		var ce mongo.CommandError
+		if errors.As(err, &ce) && ce.Code == codeNamespaceNotFound {
+			return false, nil
+		}
+		return false, fmt.Errorf("list indexes of %s: %w", coll.Name(), err)
+	}
+	for _, s := range specs {
+		if s.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+const codeNamespaceNotFound = 26
+
+// AllProblems implements watch.Scanner: every problem (_id, homeworks);
+// undecodable ones in bad.
+func (d *DB) AllProblems(ctx context.Context) ([]*materialize.Problem, []*materialize.DecodeError, error) {
+	var out []*materialize.Problem
+	var bad []*materialize.DecodeError
+	err := find(ctx, d.problems, bson.D{}, options.Find().SetProjection(problemProjection), func(raw bson.Raw) error {
+		p, err := materialize.DecodeProblem(raw)
+		if err != nil {
+			bad = append(bad, decodeError(materialize.CollProblem, raw, err))
+			return nil
+		}
+		out = append(out, &p)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read all problems: %w", err)
+	}
+	return out, bad, nil
+}
+
+// AllHomeworks implements watch.Scanner: every homework with every entry's
+// stored value (only _id, duration, penalty and studentStatus are read);
+// undecodable ones in bad.
+func (d *DB) AllHomeworks(ctx context.Context) ([]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
+	var out []*watch.HomeworkDoc
+	var bad []*materialize.DecodeError
+	err := d.readHomeworks(ctx, nil, nil,
+		func(h *watch.HomeworkDoc) { out = append(out, h) },
+		func(e *materialize.DecodeError) { bad = append(bad, e) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("read all homeworks: %w", err)
+	}
+	return out, bad, nil
+}
+
+// AllUsers implements watch.Scanner: every user's stored derived fields;
+// users whose _id is not a string in bad.
+func (d *DB) AllUsers(ctx context.Context) (map[string]watch.StoredUser, []*materialize.DecodeError, error) {
+	out := make(map[string]watch.StoredUser)
+	var bad []*materialize.DecodeError
+	err := find(ctx, d.users, bson.D{}, options.Find().SetProjection(userProjection), func(raw bson.Raw) error {
+		name, err := materialize.DecodeUserID(raw)
+		if err != nil {
+			bad = append(bad, decodeError(materialize.CollUser, raw, err))
+			return nil
+		}
+		st, ok := materialize.DecodeUserStats(raw)
+		out[name] = watch.StoredUser{Stats: st, OK: ok}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read all users: %w", err)
+	}
+	return out, bad, nil
+}
+
+// ClusterTime implements watch.Scanner: it runs ping on the primary and
+// returns the earlier of the response's operationTime and
+// $clusterTime.clusterTime. Every write committed after the call has a
+// later cluster time, so a change stream started at the returned time
+// (startAtOperationTime, inclusive) re-delivers at least every change a
+// scan started after the call could miss.
+func (d *DB) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
+	raw, err := d.db.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Raw()
+	if err != nil {
+		return bson.Timestamp{}, fmt.Errorf("cluster time: ping: %w", err)
+	}
+	ts, err := clusterTimeOf(raw)
+	if err != nil {
+		return bson.Timestamp{}, fmt.Errorf("cluster time: %w", err)
+	}
+	return ts, nil
+}
+
+// clusterTimeOf reads the cluster time of a command response: the earlier
+// of operationTime and $clusterTime.clusterTime, whichever are present.
+func clusterTimeOf(resp bson.Raw) (bson.Timestamp, error) {
+	var out bson.Timestamp
+	found := false
+	for _, path := range [][]string{{"operationTime"}, {"$clusterTime", "clusterTime"}} {
+		v, err := resp.LookupErr(path...)
+		if err != nil {
+			continue
+		}
+		t, i, ok := v.TimestampOK()
+		if !ok {
+			continue
+		}
+		ts := bson.Timestamp{T: t, I: i}
+		if !found || ts.Before(out) {
+			out, found = ts, true
+		}
+	}
+	if !found || out.IsZero() {
+		return bson.Timestamp{}, errors.New("response holds neither operationTime nor $clusterTime (not a replica set?)")
+	}
+	return out, nil
+}
+
+// indexes are the indexes EnsureIndexes creates (see there for why).
+var indexes = []struct {
+	coll string
+	keys bson.D
+	name string
+}{
+	{materialize.CollSubmission, scanSort, scanIndexName},
+	{materialize.CollSubmission, bson.D{{Key: "problem", Value: 1}, {Key: "user", Value: 1}}, "problem_1_user_1"},
+	{materialize.CollProblem, bson.D{{Key: "homeworks", Value: 1}}, "homeworks_1"},
+}
+
+// EnsureIndexes creates the indexes the adapter's queries rely on, if
+// missing (createIndexes is a no-op for an identical existing index):
+//
+//   - submission {user: 1, problem: 1, timestamp: 1, _id: 1}, named
+//     user_1_problem_1_timestamp_1__id_1: the order of ScanSubmissions, so
+//     a rebuild streams every submission grouped by (user, problem)
+//     without a blocking sort, and the prefix serves Submissions' filters
+//     on user and on (user, problem);
+//   - submission {problem: 1, user: 1}: finds the submissions and users of
+//     one problem (recomputing a problem's pairs, operator queries)
+//     without a collection scan;
+//   - problem {homeworks: 1} (multikey): ProblemsListing's lookup of the
+//     problems listing a homework.
+//
+// An index with the same keys under another name counts as present
+// (IndexOptionsConflict); other errors are returned. The builds do not
+// block Back-End's writes (MongoDB 4.2+ builds hold exclusive locks only
+// at start and end) but take time on a large submission collection.
+func (d *DB) EnsureIndexes(ctx context.Context) error {
+	for _, ix := range indexes {
+		model := mongo.IndexModel{Keys: ix.keys, Options: options.Index().SetName(ix.name)}
+		_, err := d.db.Collection(ix.coll).Indexes().CreateOne(ctx, model)
+		var ce mongo.CommandError
+		if errors.As(err, &ce) && ce.Code == codeIndexOptionsConflict {
+			continue // same keys, another name: the queries use it all the same
+		}
+		if err != nil {
+			return fmt.Errorf("create index %s on %s: %w", ix.name, ix.coll, err)
+		}
+	}
+	return nil
+}
+
+const codeIndexOptionsConflict = 85

@@ -1,0 +1,383 @@
+package mongodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// each iterates cur, calling fn with each document, and closes it. The
+// document is only valid during the call (clone it to keep it).
+func each(ctx context.Context, cur *mongo.Cursor, fn func(bson.Raw) error) error {
+	defer cur.Close(context.WithoutCancel(ctx))
+	for cur.Next(ctx) {
+		if err := fn(cur.Current); err != nil {
+			return err
+		}
+	}
+	return cur.Err()
+}
+
+// find runs a find on coll and calls fn with each document.
+func find(ctx context.Context, coll *mongo.Collection, filter any, opts *options.FindOptionsBuilder, fn func(bson.Raw) error) error {
+	if opts == nil {
+		opts = options.Find()
+	}
+	cur, err := coll.Find(ctx, filter, opts)
+	if err != nil {
+		return fmt.Errorf("find %s: %w", coll.Name(), err)
+	}
+	if err := each(ctx, cur, fn); err != nil {
+		return fmt.Errorf("find %s: %w", coll.Name(), err)
+	}
+	return nil
+}
+
+// aggregate runs a pipeline on coll and calls fn with each result.
+func aggregate(ctx context.Context, coll *mongo.Collection, pipeline bson.A, fn func(bson.Raw) error) error {
+	cur, err := coll.Aggregate(ctx, pipeline)
+	if err != nil {
+		return fmt.Errorf("aggregate %s: %w", coll.Name(), err)
+	}
+	if err := each(ctx, cur, fn); err != nil {
+		return fmt.Errorf("aggregate %s: %w", coll.Name(), err)
+	}
+	return nil
+}
+
+// decodeError returns err as a *DecodeError. materialize's decoders only
+// return those; anything else is wrapped into one so it is still reported.
+func decodeError(coll string, doc bson.Raw, err error) *materialize.DecodeError {
+	var de *materialize.DecodeError
+	if errors.As(err, &de) {
+		return de
+	}
+	id := "?"
+	if v, e := doc.LookupErr("_id"); e == nil {
+		id = v.String()
+	}
+	return &materialize.DecodeError{Collection: coll, ID: id, Field: "", Reason: err.Error()}
+}
+
+// idKey identifies a document by its _id's type and bytes, for
+// de-duplicating results of several queries.
+func idKey(doc bson.Raw) string {
+	v, err := doc.LookupErr("_id")
+	if err != nil {
+		return ""
+	}
+	return string(rune(v.Type)) + string(v.Value)
+}
+
+// Submissions implements watch.Source: the submissions of the named users
+// and pairs, in as many queries of at most 500 terms as needed, projected
+// to the fields the derivation reads. Each submission is returned once;
+// undecodable ones are returned in bad.
+func (d *DB) Submissions(ctx context.Context, users []string, pairs []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	var subs []materialize.Submission
+	var bad []*materialize.DecodeError
+	seen := make(map[string]bool)
+	opts := options.Find().SetProjection(submissionProjection)
+	for _, f := range submissionFilters(users, pairs, queryTerms) {
+		err := find(ctx, d.submissions, f, opts, func(raw bson.Raw) error {
+			k := idKey(raw)
+			if seen[k] {
+				return nil
+			}
+			seen[k] = true
+			s, err := materialize.DecodeSubmission(raw)
+			if err != nil {
+				bad = append(bad, decodeError(materialize.CollSubmission, raw, err))
+				return nil
+			}
+			subs = append(subs, s)
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("read submissions: %w", err)
+		}
+	}
+	return subs, bad, nil
+}
+
+// SubmissionsByID implements watch.Source: the named submissions that
+// exist, read with _id $in queries of at most 500 ids.
+func (d *DB) SubmissionsByID(ctx context.Context, ids []bson.ObjectID) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	var subs []materialize.Submission
+	var bad []*materialize.DecodeError
+	opts := options.Find().SetProjection(submissionProjection)
+	for chunk := range slices.Chunk(ids, queryTerms) {
+		err := find(ctx, d.submissions, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
+			s, err := materialize.DecodeSubmission(raw)
+			if err != nil {
+				bad = append(bad, decodeError(materialize.CollSubmission, raw, err))
+				return nil
+			}
+			subs = append(subs, s)
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("read submissions by id: %w", err)
+		}
+	}
+	return subs, bad, nil
+}
+
+// Problems implements watch.Source: the named problems that exist
+// (_id and homeworks only); undecodable ones are returned in bad.
+func (d *DB) Problems(ctx context.Context, ids []int64) (map[int64]*materialize.Problem, []*materialize.DecodeError, error) {
+	out := make(map[int64]*materialize.Problem, len(ids))
+	var bad []*materialize.DecodeError
+	opts := options.Find().SetProjection(problemProjection)
+	for chunk := range slices.Chunk(ids, queryTerms) {
+		err := find(ctx, d.problems, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
+			p, err := materialize.DecodeProblem(raw)
+			if err != nil {
+				bad = append(bad, decodeError(materialize.CollProblem, raw, err))
+				return nil
+			}
+			out[p.ID] = &p
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("read problems: %w", err)
+		}
+	}
+	return out, bad, nil
+}
+
+// ProblemsListing implements watch.Source: for each named homework, the
+// problems whose homeworks list contains it (problem.find({homeworks:
+// {$in: ids}}), served by the homeworks_1 index). Undecodable problems are
+// skipped: they list nothing the derivation can use.
+func (d *DB) ProblemsListing(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]int64, error) {
+	out := make(map[bson.ObjectID][]int64)
+	opts := options.Find().SetProjection(problemProjection)
+	for chunk := range slices.Chunk(homeworks, queryTerms) {
+		want := make(map[bson.ObjectID]bool, len(chunk))
+		for _, h := range chunk {
+			want[h] = true
+		}
+		err := find(ctx, d.problems, bson.D{{Key: "homeworks", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
+			p, err := materialize.DecodeProblem(raw)
+			if err != nil {
+				return nil
+			}
+			for _, h := range p.Homeworks {
+				if want[h] && !slices.Contains(out[h], p.ID) {
+					out[h] = append(out[h], p.ID)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read problems listing homeworks: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// homeworkDoc decodes a homework as homeworkPipeline returns it (raw is
+// owned by the caller and kept by the result) and fills Stored with every
+// entry value of the users it holds.
+func homeworkDoc(raw bson.Raw) (*watch.HomeworkDoc, error) {
+	h, err := materialize.DecodeHomework(raw)
+	if err != nil {
+		return nil, err
+	}
+	doc := &watch.HomeworkDoc{Homework: h, Stored: make(map[string]map[string]bson.RawValue, len(h.Students))}
+	ss, ok := raw.Lookup(materialize.FieldStudentStatus).DocumentOK()
+	if !ok {
+		return doc, nil
+	}
+	users, err := ss.Elements()
+	if err != nil {
+		return doc, nil // DecodeHomework read it; cannot happen
+	}
+	for _, ue := range users {
+		ud, ok := ue.Value().DocumentOK()
+		if !ok {
+			continue
+		}
+		probs, err := ud.Elements()
+		if err != nil {
+			continue
+		}
+		m := make(map[string]bson.RawValue, len(probs))
+		for _, pe := range probs {
+			m[pe.Key()] = pe.Value()
+		}
+		doc.Stored[ue.Key()] = m
+	}
+	return doc, nil
+}
+
+// readHomeworks runs homeworkPipeline and decodes each result.
+func (d *DB) readHomeworks(ctx context.Context, ids []bson.ObjectID, users []string, fn func(*watch.HomeworkDoc), bad func(*materialize.DecodeError)) error {
+	return aggregate(ctx, d.homeworks, homeworkPipeline(ids, users), func(raw bson.Raw) error {
+		raw = slices.Clone(raw)
+		doc, err := homeworkDoc(raw)
+		if err != nil {
+			bad(decodeError(materialize.CollHomework, raw, err))
+			return nil
+		}
+		fn(doc)
+		return nil
+	})
+}
+
+// Homeworks implements watch.Source: the named homeworks that exist, with
+// studentStatus restricted server-side to users (every user when users is
+// nil). Undecodable homeworks are returned in bad and left out of the map;
+// a user's value that is not a document is in the homework's Skipped.
+func (d *DB) Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
+	out := make(map[bson.ObjectID]*watch.HomeworkDoc, len(ids))
+	var bad []*materialize.DecodeError
+	for chunk := range slices.Chunk(ids, queryTerms) {
+		err := d.readHomeworks(ctx, chunk, users,
+			func(h *watch.HomeworkDoc) { out[h.ID] = h },
+			func(e *materialize.DecodeError) { bad = append(bad, e) })
+		if err != nil {
+			return nil, nil, fmt.Errorf("read homeworks: %w", err)
+		}
+	}
+	return out, bad, nil
+}
+
+// EntryKeys implements watch.Source: the (user, problem key) of every
+// entry of each named homework, read with an aggregation that returns key
+// names only.
+func (d *DB) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]watch.EntryRef, error) {
+	out := make(map[bson.ObjectID][]watch.EntryRef, len(homeworks))
+	for chunk := range slices.Chunk(homeworks, queryTerms) {
+		err := aggregate(ctx, d.homeworks, entryKeysPipeline(chunk), func(raw bson.Raw) error {
+			id, ok := raw.Lookup("_id").ObjectIDOK()
+			if !ok {
+				return nil
+			}
+			refs := []watch.EntryRef{}
+			for _, uk := range arrayDocs(raw.Lookup("keys")) {
+				u, ok := uk.Lookup("u").StringValueOK()
+				if !ok {
+					continue
+				}
+				for _, pk := range arrayStrings(uk.Lookup("p")) {
+					refs = append(refs, watch.EntryRef{User: u, ProblemKey: pk})
+				}
+			}
+			out[id] = refs
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read entry keys: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// EntriesForProblems implements watch.Source: every (homework, user) with
+// an entry keyed str(p), for each named problem, over all homeworks. The
+// aggregation scans the homework collection (entry keys cannot be indexed)
+// but returns only the matching names.
+func (d *DB) EntriesForProblems(ctx context.Context, problems []int64) (map[int64][]materialize.HomeworkUser, error) {
+	out := make(map[int64][]materialize.HomeworkUser, len(problems))
+	for chunk := range slices.Chunk(problems, queryTerms) {
+		keys := make([]string, len(chunk))
+		byKey := make(map[string]int64, len(chunk))
+		for i, p := range chunk {
+			keys[i] = materialize.ProblemKey(p)
+			byKey[keys[i]] = p
+		}
+		err := aggregate(ctx, d.homeworks, entriesForProblemsPipeline(keys), func(raw bson.Raw) error {
+			id, ok := raw.Lookup("_id").ObjectIDOK()
+			if !ok {
+				return nil
+			}
+			for _, hit := range arrayDocs(raw.Lookup("hits")) {
+				u, ok := hit.Lookup("u").StringValueOK()
+				if !ok {
+					continue
+				}
+				for _, pk := range arrayStrings(hit.Lookup("p")) {
+					if p, ok := byKey[pk]; ok {
+						out[p] = append(out[p], materialize.HomeworkUser{Homework: id, User: u})
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read entries for problems: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Users implements watch.Source: the stored derived fields of the named
+// users that have a document.
+func (d *DB) Users(ctx context.Context, names []string) (map[string]watch.StoredUser, error) {
+	out := make(map[string]watch.StoredUser, len(names))
+	opts := options.Find().SetProjection(userProjection)
+	for chunk := range slices.Chunk(names, queryTerms) {
+		err := find(ctx, d.users, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
+			name, err := materialize.DecodeUserID(raw)
+			if err != nil {
+				return nil
+			}
+			st, ok := materialize.DecodeUserStats(raw)
+			out[name] = watch.StoredUser{Stats: st, OK: ok}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read users: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// arrayDocs returns the document elements of an array value (others are
+// skipped); nil when v is not an array.
+func arrayDocs(v bson.RawValue) []bson.Raw {
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil
+	}
+	out := make([]bson.Raw, 0, len(vals))
+	for _, x := range vals {
+		if d, ok := x.DocumentOK(); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// arrayStrings returns the string elements of an array value.
+func arrayStrings(v bson.RawValue) []string {
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(vals))
+	for _, x := range vals {
+		if s, ok := x.StringValueOK(); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,121 @@
+package mongodb
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// bulk sends models to coll as unordered bulk writes of at most
+// writeChunk models, each bounded by Config.WriteTimeout, with the
+// database's majority write concern. Unordered: one failing model (say, a
+// homework whose studentStatus.<user> is not a document) does not stop
+// the others; the error reports every failure.
+func (d *DB) bulk(ctx context.Context, coll *mongo.Collection, what string, models []mongo.WriteModel) error {
+	for chunk := range slices.Chunk(models, writeChunk) {
+		wctx, cancel := d.writeCtx(ctx)
+		_, err := coll.BulkWrite(wctx, chunk, options.BulkWrite().SetOrdered(false))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("write %d %s to %s: %w", len(chunk), what, coll.Name(), err)
+		}
+	}
+	return nil
+}
+
+// Apply implements watch.Writer: one unordered bulk write of user updates
+// and one of entry updates (more when a batch exceeds 1000 models). Each
+// update $sets only derived fields, matches only an existing user document
+// or an existing studentStatus entry, and never upserts; a document that
+// vanished meanwhile is simply not matched.
+func (d *DB) Apply(ctx context.Context, w *watch.Writes) error {
+	if w == nil {
+		return nil
+	}
+	if len(w.Users) > 0 {
+		models := make([]mongo.WriteModel, len(w.Users))
+		for i, uw := range w.Users {
+			f, u := userWrite(uw)
+			models[i] = mongo.NewUpdateOneModel().SetFilter(f).SetUpdate(u).SetUpsert(false)
+		}
+		if err := d.bulk(ctx, d.users, "user updates", models); err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+	}
+	if len(w.Entries) > 0 {
+		models := make([]mongo.WriteModel, len(w.Entries))
+		for i, ew := range w.Entries {
+			f, u := entryWrite(ew)
+			models[i] = mongo.NewUpdateOneModel().SetFilter(f).SetUpdate(u).SetUpsert(false)
+		}
+		if err := d.bulk(ctx, d.homeworks, "entry updates", models); err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+	}
+	return nil
+}
+
+// RecordKeys implements watch.KeyIndex: for each submission, an upsert of
+// {_id: id, pairs: [{u, p}...]} adding each pair once ($addToSet). The key
+// collection is the materializer's own, so upserting there is fine.
+func (d *DB) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materialize.Pair) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	models := make([]mongo.WriteModel, 0, len(keys))
+	for id, pairs := range keys {
+		if len(pairs) == 0 {
+			continue
+		}
+		f, u := recordKeysWrite(id, pairs)
+		models = append(models, mongo.NewUpdateOneModel().SetFilter(f).SetUpdate(u).SetUpsert(true))
+	}
+	if err := d.bulk(ctx, d.keys, "key records", models); err != nil {
+		return fmt.Errorf("record keys: %w", err)
+	}
+	return nil
+}
+
+// LookupKeys implements watch.KeyIndex: the recorded pairs of the named
+// submissions (those with a record), read with _id $in queries of at most
+// 500 ids. Malformed pair entries are skipped.
+func (d *DB) LookupKeys(ctx context.Context, ids []bson.ObjectID) (map[bson.ObjectID][]materialize.Pair, error) {
+	out := make(map[bson.ObjectID][]materialize.Pair, len(ids))
+	for chunk := range slices.Chunk(ids, queryTerms) {
+		err := find(ctx, d.keys, bson.D{{Key: "_id", Value: inValues(chunk)}}, nil, func(raw bson.Raw) error {
+			id, ok := raw.Lookup("_id").ObjectIDOK()
+			if !ok {
+				return nil
+			}
+			out[id] = decodePairs(raw.Lookup("pairs"))
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("lookup keys: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// decodePairs reads a key record's pairs array, without duplicates.
+func decodePairs(v bson.RawValue) []materialize.Pair {
+	var out []materialize.Pair
+	for _, d := range arrayDocs(v) {
+		u, uok := d.Lookup("u").StringValueOK()
+		p, pok := d.Lookup("p").AsInt64OK()
+		if uok && pok {
+			pair := materialize.Pair{User: u, Problem: p}
+			if !slices.Contains(out, pair) {
+				out = append(out, pair)
+			}
+		}
+	}
+	return out
+}
