@@ -34,17 +34,17 @@ type Store struct {
 	oplog   []bson.Raw // change events; event i has cluster time i+1
 	horizon int        // events before this index were truncated (history lost)
 
-	keys   map[bson.ObjectID][]materialize.Pair
-	cp     *resume.Checkpoint
-	lease  *resume.Lease
-	saveBy map[int64]int // checkpoint saves per epoch, for invariants
+	keys  map[bson.ObjectID][]materialize.Pair
+	cp    *resume.Checkpoint
+	lease *resume.Lease
+	saves []SaveRecord // successful checkpoint saves, for invariants
 
 	// Fail, when set, is called before every operation with its name
 	// ("read", "write.user", "write.entry", "keys.record", "checkpoint.save",
 	// "stream.next", ...); a non-nil error aborts the operation with it.
 	// Writes of one Apply call fail one at a time, so a failure can land
 	// between writes of one batch.
-	Fail func(op string) error
+	Fail  func(op string) error
 	stats Stats
 }
 
@@ -64,10 +64,9 @@ type Stats struct {
 // New returns an empty store.
 func New() *Store {
 	s := &Store{
-		colls:  make(map[string]map[string]bson.Raw),
-		order:  make(map[string][]string),
-		keys:   make(map[bson.ObjectID][]materialize.Pair),
-		saveBy: make(map[int64]int),
+		colls: make(map[string]map[string]bson.Raw),
+		order: make(map[string][]string),
+		keys:  make(map[bson.ObjectID][]materialize.Pair),
 	}
 	for _, c := range []string{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem, materialize.CollUser} {
 		s.colls[c] = make(map[string]bson.Raw)

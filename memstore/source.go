@@ -549,7 +549,11 @@ func (s *Store) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error 
 		return resume.ErrFenced
 	}
 	s.stats.Saves++
-	s.saveBy[cp.Epoch]++
+	rec := SaveRecord{Epoch: cp.Epoch, Owner: cp.Owner}
+	if s.lease != nil {
+		rec.LeaseOwner, rec.LeaseEpoch = s.lease.Owner, s.lease.Epoch
+	}
+	s.saves = append(s.saves, rec)
 	c := cp
 	c.Token = slices.Clone(cp.Token)
 	s.cp = &c
@@ -615,4 +619,20 @@ func (s *Store) RewindCheckpoint(seq int) {
 	}
 	s.cp.Token = b
 	s.cp.StartAt = bson.Timestamp{}
+}
+
+// SaveRecord is one successful checkpoint save: who saved it (Owner, Epoch
+// as the checkpoint carries them) and who held the lease at that moment.
+type SaveRecord struct {
+	Epoch      int64
+	Owner      string
+	LeaseEpoch int64
+	LeaseOwner string
+}
+
+// Saves returns every successful checkpoint save so far.
+func (s *Store) Saves() []SaveRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.saves)
 }

@@ -82,7 +82,12 @@ type Engine struct {
 	Log         zerolog.Logger
 	Now         func() time.Time                           // time.Now when nil
 	Sleep       func(ctx context.Context, d time.Duration) // a context-aware sleep when nil
-	Config      Config
+	// WriteGuard, when set, is called before every write (derived values,
+	// key index, checkpoint); an error aborts the write and stops the
+	// engine. The Leader uses it to stop writing once the lease could
+	// have expired unrenewed.
+	WriteGuard func(ctx context.Context) error
+	Config     Config
 
 	deriver  *materialize.Deriver
 	lastSave time.Time
@@ -133,7 +138,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, resume.ErrFenced):
+		case errors.Is(err, resume.ErrFenced), errors.Is(err, ErrLeaseExpiring):
 			return err
 		case errors.Is(err, ErrHistoryLost):
 			e.Metrics.Restarts.WithLabelValues("history_lost").Inc()
@@ -305,6 +310,9 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 		_, err := e.rebuild(ctx, "unresolved")
 		return err
 	}
+	if err := e.guard(ctx); err != nil {
+		return err
+	}
 	if len(out.NewKeys) > 0 {
 		if err := e.Store.RecordKeys(ctx, out.NewKeys); err != nil {
 			return fmt.Errorf("record submission keys: %w: %w", err, ErrTransient)
@@ -345,7 +353,10 @@ func (e *Engine) reportMalformed(bad []*materialize.DecodeError) {
 func (e *Engine) rebuild(ctx context.Context, reason string) (*RebuildReport, error) {
 	e.init()
 	e.Metrics.Rebuilds.WithLabelValues(reason).Inc()
-	rep, err := Rebuild(ctx, e.Store, e.deriver, RebuildOptions{})
+	rep, err := Rebuild(ctx, e.Store, e.deriver, RebuildOptions{Guard: e.WriteGuard})
+	if errors.Is(err, ErrLeaseExpiring) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rebuild (%s): %w: %w", reason, err, ErrTransient)
 	}
@@ -375,6 +386,9 @@ func (e *Engine) rebuildAndCheckpoint(ctx context.Context, reason string, out **
 	}
 	cp := resume.Checkpoint{StartAt: streamStart(rep.StartAt), ClusterTime: rep.StartAt, RebuiltAt: e.Now(), SavedAt: e.Now(),
 		Epoch: e.Config.Epoch, Owner: e.Config.Owner}
+	if err := e.guard(ctx); err != nil {
+		return resume.Checkpoint{}, err
+	}
 	if err := e.Checkpoints.SaveCheckpoint(ctx, cp); err != nil {
 		return resume.Checkpoint{}, e.saveErr(err)
 	}
@@ -410,12 +424,29 @@ func (e *Engine) save(ctx context.Context, token bson.Raw, ct bson.Timestamp) er
 	}
 	cp.SavedAt = e.Now()
 	cp.Epoch, cp.Owner = e.Config.Epoch, e.Config.Owner
+	if err := e.guard(ctx); err != nil {
+		return err
+	}
 	if err := e.Checkpoints.SaveCheckpoint(ctx, cp); err != nil {
 		return e.saveErr(err)
 	}
 	e.cp = cp
 	e.lastSave = cp.SavedAt
 	e.Metrics.Checkpoints.Inc()
+	return nil
+}
+
+// ErrLeaseExpiring is returned by a Leader's write guard when the lease
+// could expire before a write completes: the engine stops, unwritten.
+var ErrLeaseExpiring = errors.New("lease may expire: writes stopped")
+
+func (e *Engine) guard(ctx context.Context) error {
+	if e.WriteGuard == nil {
+		return nil
+	}
+	if err := e.WriteGuard(ctx); err != nil {
+		return fmt.Errorf("write guard: %w", err)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -76,7 +77,17 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 	engCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
+	var renewedNanos atomic.Int64
+	renewedNanos.Store(l.Now().UnixNano())
 	eng := l.NewEngine(lease.Epoch)
+	// No write may start once the lease could expire unrenewed; writes in
+	// flight are bounded by the write timeout, shorter than Margin.
+	eng.WriteGuard = func(context.Context) error {
+		if l.Now().Sub(time.Unix(0, renewedNanos.Load())) >= l.TTL-l.Margin {
+			return ErrLeaseExpiring
+		}
+		return nil
+	}
 	go func() { done <- eng.Run(engCtx) }()
 
 	renewed := l.Now()
@@ -93,8 +104,8 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 				rcancel()
 				return nil
 			}
-			if errors.Is(err, resume.ErrFenced) {
-				l.Log.Warn().Int64("epoch", lease.Epoch).Msg("lease lost (checkpoint fenced); standing by")
+			if errors.Is(err, resume.ErrFenced) || errors.Is(err, ErrLeaseExpiring) {
+				l.Log.Warn().Err(err).Int64("epoch", lease.Epoch).Msg("lease lost; standing by")
 				return nil
 			}
 			if err == nil {
@@ -107,6 +118,7 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 			switch {
 			case err == nil && ok && cur.Epoch == lease.Epoch:
 				renewed = start
+				renewedNanos.Store(start.UnixNano())
 			case err == nil:
 				l.Log.Warn().Str("holder", cur.Owner).Int64("epoch", cur.Epoch).Msg("lease lost; stopping the engine")
 				cancel()

@@ -18,6 +18,16 @@ type RebuildOptions struct {
 	MaxDiffs int
 	// FlushEvery is how many writes are buffered before one bulk Apply.
 	FlushEvery int
+	// Guard, when set, is called before every write; an error stops the
+	// rebuild (see Engine.WriteGuard).
+	Guard func(ctx context.Context) error
+}
+
+func (o RebuildOptions) guard(ctx context.Context) error {
+	if o.Guard == nil {
+		return nil
+	}
+	return o.Guard(ctx)
 }
 
 // Diff is one derived value that differs from what is stored.
@@ -112,6 +122,9 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 		if !opts.DryRun {
 			keys[s.ID] = []materialize.Pair{{User: s.User, Problem: s.Problem}}
 			if len(keys) >= 10*opts.FlushEvery {
+				if err := opts.guard(ctx); err != nil {
+					return err
+				}
 				if err := st.RecordKeys(ctx, keys); err != nil {
 					return fmt.Errorf("record key index: %w", err)
 				}
@@ -138,6 +151,9 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 		return nil, err
 	}
 	if !opts.DryRun && len(keys) > 0 {
+		if err := opts.guard(ctx); err != nil {
+			return nil, err
+		}
 		if err := st.RecordKeys(ctx, keys); err != nil {
 			return nil, fmt.Errorf("record key index: %w", err)
 		}
@@ -210,6 +226,9 @@ func (s *rebuildSink) flush() error {
 		return nil
 	}
 	if !s.opts.DryRun {
+		if err := s.opts.guard(s.ctx); err != nil {
+			return err
+		}
 		if err := s.st.Apply(s.ctx, &s.w); err != nil {
 			return fmt.Errorf("write derived values: %w", err)
 		}
