@@ -204,7 +204,7 @@ func (s *rebuildSink) Entry(h bson.ObjectID, user, pk string, e materialize.Entr
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
 		stored := ""
 		if ok {
-			stored = v.String()
+			stored = relaxedJSON(v)
 		}
 		derived, _ := bson.MarshalExtJSON(e.Doc(), false, false)
 		s.rep.Diffs = append(s.rep.Diffs, Diff{Collection: materialize.CollHomework, ID: h.Hex(),
@@ -243,4 +243,15 @@ func fmtStats(su StoredUser) string {
 	}
 	b, _ := bson.MarshalExtJSON(su.Stats.Fields(), false, false)
 	return string(b)
+}
+
+// relaxedJSON renders a stored value as relaxed Extended JSON, the form
+// derived values are printed in, so the two read alike.
+func relaxedJSON(v bson.RawValue) string {
+	if d, ok := v.DocumentOK(); ok {
+		if b, err := bson.MarshalExtJSON(d, false, false); err == nil {
+			return string(b)
+		}
+	}
+	return v.String()
 }
