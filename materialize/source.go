@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 // Collection names of Back-End's documents (mongoengine's defaults for the
@@ -199,43 +200,114 @@ func objectIDField(coll string, doc bson.Raw) (bson.ObjectID, error) {
 // DecodeSubmission reads a submission document. user, problem and
 // timestamp are required (a submission without them contributes nothing);
 // languageType, status and score take mongoengine's defaults when missing
-// or null. Errors are *DecodeError.
+// or null. Errors are *DecodeError. The document is walked once (the
+// rebuild decodes every submission), the first occurrence of a key
+// winning as with Lookup.
 func DecodeSubmission(doc bson.Raw) (Submission, error) {
 	const c = CollSubmission
 	var s Submission
-	var err error
-	if s.ID, err = objectIDField(c, doc); err != nil {
-		return s, err
+	var id, user, prob, ts, lang, status, score bson.RawValue
+	if err := scanFields(doc, func(key string, v bson.RawValue) {
+		var slot *bson.RawValue
+		switch key {
+		case "_id":
+			slot = &id
+		case "user":
+			slot = &user
+		case "problem":
+			slot = &prob
+		case "timestamp":
+			slot = &ts
+		case "languageType":
+			slot = &lang
+		case "status":
+			slot = &status
+		case "score":
+			slot = &score
+		default:
+			return
+		}
+		if slot.Type == 0 {
+			*slot = v
+		}
+	}); err != nil {
+		return s, malformed(c, doc, "", "unreadable document: %v", err)
 	}
-	u, ok := lookup(doc, "user")
-	if !ok {
+	present := func(v bson.RawValue) bool { return v.Type != 0 && v.Type != bson.TypeNull }
+	var ok bool
+	if !present(id) {
+		return s, malformed(c, doc, "_id", "missing")
+	}
+	if s.ID, ok = id.ObjectIDOK(); !ok {
+		return s, malformed(c, doc, "_id", "want an ObjectId, have BSON %s", id.Type)
+	}
+	if !present(user) {
 		return s, malformed(c, doc, "user", "missing")
 	}
-	if s.User, ok = u.StringValueOK(); !ok {
-		return s, malformed(c, doc, "user", "want a string, have BSON %s", u.Type)
+	if s.User, ok = user.StringValueOK(); !ok {
+		return s, malformed(c, doc, "user", "want a string, have BSON %s", user.Type)
 	}
-	if s.Problem, err = intField(c, doc, "problem", true, 0); err != nil {
-		return s, err
+	if !present(prob) {
+		return s, malformed(c, doc, "problem", "missing")
 	}
-	ts, ok := lookup(doc, "timestamp")
-	if !ok {
+	if s.Problem, ok = intValue(prob); !ok {
+		return s, malformed(c, doc, "problem", "want an integer, have BSON %s", prob.Type)
+	}
+	if !present(ts) {
 		return s, malformed(c, doc, "timestamp", "missing")
 	}
 	if s.Timestamp, ok = ts.DateTimeOK(); !ok {
 		return s, malformed(c, doc, "timestamp", "want a date, have BSON %s", ts.Type)
 	}
-	lang, err := intField(c, doc, "languageType", false, 0)
+	optional := func(field string, v bson.RawValue, def int64) (int64, error) {
+		if !present(v) {
+			return def, nil
+		}
+		n, ok := intValue(v)
+		if !ok {
+			return 0, malformed(c, doc, field, "want an integer, have BSON %s", v.Type)
+		}
+		return n, nil
+	}
+	l, err := optional("languageType", lang, 0)
 	if err != nil {
 		return s, err
 	}
-	s.Handwritten = lang == LanguageHandwritten
-	if s.Status, err = intField(c, doc, "status", false, StatusCreated); err != nil {
+	s.Handwritten = l == LanguageHandwritten
+	if s.Status, err = optional("status", status, StatusCreated); err != nil {
 		return s, err
 	}
-	if s.Score, err = intField(c, doc, "score", false, -1); err != nil {
+	if s.Score, err = optional("score", score, -1); err != nil {
 		return s, err
 	}
 	return s, nil
+}
+
+// scanFields calls fn for each top-level element of doc, without
+// allocating, or returns an error for a malformed document.
+func scanFields(doc bson.Raw, fn func(key string, v bson.RawValue)) error {
+	length, rem, ok := bsoncore.ReadLength(doc)
+	if !ok || int(length) > len(doc) || length < 5 {
+		return fmt.Errorf("bad document length")
+	}
+	rem = rem[:length-5]
+	for len(rem) > 0 {
+		var el bsoncore.Element
+		el, rem, ok = bsoncore.ReadElement(rem)
+		if !ok {
+			return fmt.Errorf("bad element")
+		}
+		key, err := el.KeyErr()
+		if err != nil {
+			return err
+		}
+		val, err := el.ValueErr()
+		if err != nil {
+			return err
+		}
+		fn(key, bson.RawValue{Type: bson.Type(val.Type), Value: val.Data})
+	}
+	return nil
 }
 
 // DecodeProblem reads a problem document: _id (the problemId) and the

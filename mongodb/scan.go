@@ -60,7 +60,9 @@ func hasIndex(ctx context.Context, coll *mongo.Collection, name string) (bool, e
 	specs, err := coll.Indexes().ListSpecifications(ctx)
 	if err != nil {
 		var ce mongo.CommandError
-		if errors.As(err, &ce) && ce.Code == codeNamespaceNotFound {
+		if errors.As(err, &ce) && (ce.Code == codeNamespaceNotFound || ce.Code == codeUnauthorized) {
+			// No collection, or no listIndexes privilege: scan unhinted
+			// (the server still picks the index for the sort).
 			return false, nil
 		}
 		return false, fmt.Errorf("list indexes of %s: %w", coll.Name(), err)
@@ -73,7 +75,10 @@ func hasIndex(ctx context.Context, coll *mongo.Collection, name string) (bool, e
 	return false, nil
 }
 
-const codeNamespaceNotFound = 26
+const (
+	codeUnauthorized      = 13
+	codeNamespaceNotFound = 26
+)
 
 // AllProblems implements watch.Scanner: every problem (_id, homeworks);
 // undecodable ones in bad.
