@@ -245,6 +245,10 @@ func extractHomeworkField(k *Keys, h bson.ObjectID, f string) {
 		}
 		if p, ok := ParseProblemKey(parts[i]); ok {
 			k.AddPair(Pair{user, p}, h)
+		} else {
+			// studentStatus.<user>.<key no problem id renders to>: such
+			// an entry is reset through the user's keys in the homework.
+			k.HomeworkUsers[HomeworkUser{h, user}] = struct{}{}
 		}
 	}
 }

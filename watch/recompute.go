@@ -24,6 +24,14 @@ type Outcome struct {
 	InvalidatePairs []materialize.Pair
 	NewKeys         map[bson.ObjectID][]materialize.Pair
 	Reads           int // source read calls
+
+	resets []resetRef // entries whose key is no problem id: start value
+}
+
+// resetRef names an entry whose key no problem id renders to.
+type resetRef struct {
+	homework bson.ObjectID
+	ref      EntryRef
 }
 
 // Recompute expands dirty keys against the current source, recomputes every
@@ -138,7 +146,11 @@ func expandHomeworks(ctx context.Context, src Source, keys *materialize.Keys, ou
 			for _, r := range rs {
 				p, ok := materialize.ParseProblemKey(r.ProblemKey)
 				if !ok {
-					continue // never derived; see Recompute's reset of such entries
+					// A key no problem id renders to (str(int) never gives
+					// "0323"): no submission reaches it, so it holds the
+					// start value, as a rebuild writes it.
+					out.resets = append(out.resets, resetRef{h, r})
+					continue
 				}
 				keys.AddPair(materialize.Pair{User: r.User, Problem: p}, h)
 			}
@@ -167,6 +179,8 @@ func expandHomeworks(ctx context.Context, src Source, keys *materialize.Keys, ou
 				for pk := range d.Students[hu.User] {
 					if p, ok := materialize.ParseProblemKey(pk); ok {
 						keys.AddPair(materialize.Pair{User: hu.User, Problem: p}, hu.Homework)
+					} else {
+						out.resets = append(out.resets, resetRef{hu.Homework, EntryRef{User: hu.User, ProblemKey: pk}})
 					}
 				}
 			}
@@ -205,7 +219,7 @@ func expandProblems(ctx context.Context, src Source, keys *materialize.Keys, out
 
 // derive recomputes the dirty users and pairs and collects the writes.
 func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *materialize.Keys, out *Outcome) error {
-	if len(keys.Users) == 0 && len(keys.Pairs) == 0 {
+	if len(keys.Users) == 0 && len(keys.Pairs) == 0 && len(out.resets) == 0 {
 		return nil
 	}
 	users := sortedStrings(keys.Users)
@@ -258,8 +272,11 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 			out.Writes.Users = append(out.Writes.Users, UserWrite{User: u, Stats: st})
 		}
 	}
-	if len(keys.Pairs) == 0 {
+	if len(keys.Pairs) == 0 && len(out.resets) == 0 {
 		return nil
+	}
+	for _, r := range out.resets {
+		pairUsers[r.ref.User] = struct{}{}
 	}
 
 	// Pairs: the problems, then every homework any pair may write.
@@ -284,6 +301,9 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 		for h := range extra {
 			hwSet[h] = struct{}{}
 		}
+	}
+	for _, r := range out.resets {
+		hwSet[r.homework] = struct{}{}
 	}
 	hws, bad, err := src.Homeworks(ctx, sortedIDs(hwSet), sortedStrings(pairUsers))
 	out.Reads++
@@ -326,6 +346,13 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 		}
 		if len(byPair[pair]) > 0 {
 			out.InvalidatePairs = append(out.InvalidatePairs, pair)
+		}
+	}
+	for _, r := range out.resets {
+		if doc, ok := hws[r.homework]; ok {
+			if _, exists := doc.Stored[r.ref.User][r.ref.ProblemKey]; exists {
+				out.entry(doc, r.ref.User, r.ref.ProblemKey, materialize.StartEntry())
+			}
 		}
 	}
 	return nil

@@ -195,6 +195,9 @@ func (w *world) step() string {
 			for _, p := range w.probs {
 				ud = append(ud, bson.E{Key: strconv.Itoa(int(p)), Value: mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})})
 			}
+			if w.r.IntN(4) == 0 { // a key no problem id renders to, with garbage
+				ud = append(ud, bson.E{Key: "0" + strconv.Itoa(int(w.probs[0])), Value: mtest.D("score", int32(5), "problemStatus", int32(0), "submissionIds", bson.A{"x"})})
+			}
 			out = append(out, bson.E{Key: u, Value: ud})
 		}
 		must(w.st.Update(materialize.CollHomework, setFields(doc, "studentStatus", out), []string{"studentStatus." + u}))
