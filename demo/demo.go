@@ -47,6 +47,9 @@ func Generate(p Params) map[string][]bson.Raw {
 	r := rand.New(rand.NewPCG(p.Seed, p.Seed+1))
 	day := 24 * time.Hour
 	out := make(map[string][]bson.Raw)
+	for _, c := range []string{materialize.CollUser, materialize.CollProblem, materialize.CollHomework, materialize.CollSubmission} {
+		out[c] = []bson.Raw{} // every collection, even empty, so a dump has all four files
+	}
 	users := make([]string, p.Users)
 	for i := range users {
 		users[i] = fmt.Sprintf("student%04d", i)
@@ -66,7 +69,7 @@ func Generate(p Params) map[string][]bson.Raw {
 	ends := make([]time.Time, p.Homeworks)
 	for i := range hwIDs {
 		start := p.Start.Add(time.Duration(i*7) * day)
-		hwIDs[i] = bson.NewObjectIDFromTimestamp(start)
+		hwIDs[i] = objectID(start, uint64(1<<40+i))
 		ends[i] = start.Add(time.Duration(7+r.IntN(7)) * day)
 		for n := 1 + r.IntN(5); n > 0 && p.Problems > 0; n-- {
 			pid := int64(1 + r.IntN(p.Problems))
@@ -138,10 +141,12 @@ func Generate(p Params) map[string][]bson.Raw {
 	return out
 }
 
-// objectID returns an ObjectId of time ts made unique by n (ObjectIds from
-// NewObjectIDFromTimestamp alone collide within a second).
+// objectID returns the ObjectId of time ts and number n: deterministic
+// (NewObjectIDFromTimestamp adds process-random bytes) and unique per n.
 func objectID(ts time.Time, n uint64) bson.ObjectID {
-	id := bson.NewObjectIDFromTimestamp(ts)
+	var id bson.ObjectID
+	sec := uint32(ts.Unix())
+	id[0], id[1], id[2], id[3] = byte(sec>>24), byte(sec>>16), byte(sec>>8), byte(sec)
 	for i := 0; i < 8; i++ {
 		id[11-i] = byte(n >> (8 * i))
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,8 @@ var Sources = []string{materialize.CollUser, materialize.CollProblem, materializ
 // Dir is a mongodump database directory: DIR/<db>/ as mongodump --out DIR
 // writes it, or a directory holding the .bson files itself.
 type Dir struct {
-	Path string // the directory holding <collection>.bson[.gz]
+	Root string // the directory the caller named (mongodump's --out)
+	Path string // the directory holding <collection>.bson[.gz]: Root or Root/<db>
 }
 
 // Resolve finds the database directory under path: path/<db> when it
@@ -39,11 +41,11 @@ func Resolve(path, db string) (Dir, error) {
 		return Dir{}, fmt.Errorf("dump directory %s: not a directory", path)
 	}
 	if sub := filepath.Join(path, db); isDir(sub) {
-		return Dir{Path: sub}, nil
+		return Dir{Root: path, Path: sub}, nil
 	}
 	for _, c := range Sources {
 		if _, _, ok := find(path, c); ok {
-			return Dir{Path: path}, nil
+			return Dir{Root: path, Path: path}, nil
 		}
 	}
 	return Dir{}, fmt.Errorf("dump directory %s: neither %s/ nor any of %s.bson found", path, db, strings.Join(Sources, ".bson, "))
@@ -79,7 +81,7 @@ func (d Dir) Read(coll string) ([]bson.Raw, error) {
 		return nil, fmt.Errorf("read dump: %w", err)
 	}
 	defer f.Close()
-	var r io.Reader = bufio.NewReaderSize(f, 1<<20)
+	var r io.Reader = bufio.NewReaderSize(f, 64<<10)
 	if gz {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
@@ -106,10 +108,11 @@ func (d Dir) Read(coll string) ([]bson.Raw, error) {
 	}
 }
 
-// Copy writes a corrected copy of the dump to out: every file of d is
-// copied byte for byte, except the collections in docs, whose BSON files
-// are rewritten with the given documents (in the same compression).
-// out must not exist or be empty; it is created with the same layout.
+// Copy writes a corrected copy of the dump to out, in the same layout:
+// every file under d.Root (other databases, metadata, oplog.bson) is copied
+// byte for byte, except the BSON files of the collections in docs in the
+// database directory, which are rewritten with the given documents (in the
+// same compression). out must not exist or be empty.
 func (d Dir) Copy(out string, docs map[string][]bson.Raw) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("write dump: %w", err)
@@ -121,29 +124,46 @@ func (d Dir) Copy(out string, docs map[string][]bson.Raw) error {
 	if len(entries) > 0 {
 		return fmt.Errorf("write dump: %s is not empty (refusing to overwrite)", out)
 	}
-	files, err := os.ReadDir(d.Path)
-	if err != nil {
-		return fmt.Errorf("read dump: %w", err)
+	root := d.Root
+	if root == "" {
+		root = d.Path
 	}
-	for _, fe := range files {
-		if fe.IsDir() {
-			continue
+	outAbs, err := filepath.Abs(out)
+	if err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	}
+	return filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("read dump: %w", err)
 		}
-		name := fe.Name()
-		coll := strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".bson")
-		newDocs, rewrite := docs[coll]
-		isBSON := strings.HasSuffix(name, ".bson") || strings.HasSuffix(name, ".bson.gz")
-		if rewrite && isBSON {
-			if err := writeBSON(filepath.Join(out, name), strings.HasSuffix(name, ".gz"), newDocs); err != nil {
-				return err
-			}
-			continue
+		if abs, _ := filepath.Abs(path); abs == outAbs {
+			return fs.SkipDir // the output directory inside the dump
 		}
-		if err := copyFile(filepath.Join(d.Path, name), filepath.Join(out, name)); err != nil {
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
 			return err
 		}
-	}
-	return nil
+		dst := filepath.Join(out, rel)
+		if e.IsDir() {
+			if rel == "." {
+				return nil
+			}
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return fmt.Errorf("write dump: %w", err)
+			}
+			return nil
+		}
+		name := e.Name()
+		if filepath.Dir(path) == filepath.Clean(d.Path) {
+			coll := strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".bson")
+			newDocs, rewrite := docs[coll]
+			isBSON := strings.HasSuffix(name, ".bson") || strings.HasSuffix(name, ".bson.gz")
+			if rewrite && isBSON {
+				return writeBSON(dst, strings.HasSuffix(name, ".gz"), newDocs)
+			}
+		}
+		return copyFile(path, dst)
+	})
 }
 
 func writeBSON(path string, gz bool, docs []bson.Raw) (err error) {
@@ -156,7 +176,7 @@ func writeBSON(path string, gz bool, docs []bson.Raw) (err error) {
 			err = fmt.Errorf("write dump: %w", cerr)
 		}
 	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := bufio.NewWriterSize(f, 64<<10)
 	var w io.Writer = bw
 	var zw *gzip.Writer
 	if gz {
@@ -198,10 +218,15 @@ func copyFile(src, dst string) error {
 
 // Write creates a dump directory holding the given collections as plain
 // .bson files with minimal .metadata.json files (for tests and the demo
-// generator).
+// generator). dir must not exist or be empty.
 func Write(dir string, docs map[string][]bson.Raw) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write dump: %w", err)
+	}
+	if entries, err := os.ReadDir(dir); err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	} else if len(entries) > 0 {
+		return fmt.Errorf("write dump: %s is not empty (refusing to overwrite)", dir)
 	}
 	for coll, ds := range docs {
 		if err := writeBSON(filepath.Join(dir, coll+".bson"), false, ds); err != nil {

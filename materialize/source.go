@@ -170,21 +170,6 @@ func intValue(v bson.RawValue) (int64, bool) {
 	return 0, false
 }
 
-func intField(coll string, doc bson.Raw, field string, required bool, def int64) (int64, error) {
-	v, ok := lookup(doc, field)
-	if !ok {
-		if required {
-			return 0, malformed(coll, doc, field, "missing")
-		}
-		return def, nil
-	}
-	n, ok := intValue(v)
-	if !ok {
-		return 0, malformed(coll, doc, field, "want an integer, have BSON %s", v.Type)
-	}
-	return n, nil
-}
-
 func objectIDField(coll string, doc bson.Raw) (bson.ObjectID, error) {
 	v, ok := lookup(doc, "_id")
 	if !ok {

@@ -23,9 +23,12 @@ type Checkpoint struct {
 	StartAt     bson.Timestamp `bson:"startAt"`
 	ClusterTime bson.Timestamp `bson:"clusterTime"`
 	RebuiltAt   time.Time      `bson:"rebuiltAt,omitempty"` // when the last rebuild finished
-	SavedAt     time.Time      `bson:"savedAt"`
-	Epoch       int64          `bson:"epoch"` // lease epoch of the instance that saved it
-	Owner       string         `bson:"owner,omitempty"`
+	// CaughtUpAt is set when the token is a quiet stream's
+	// postBatchResumeToken: the daemon had processed everything then.
+	CaughtUpAt time.Time `bson:"caughtUpAt,omitempty"`
+	SavedAt    time.Time `bson:"savedAt"`
+	Epoch      int64     `bson:"epoch"` // lease epoch of the instance that saved it
+	Owner      string    `bson:"owner,omitempty"`
 }
 
 // Empty reports whether c names no position at all.

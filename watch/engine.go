@@ -418,9 +418,12 @@ func (e *Engine) save(ctx context.Context, token bson.Raw, ct bson.Timestamp) er
 	cp := e.cp
 	cp.Token = token
 	cp.StartAt = bson.Timestamp{}
+	cp.CaughtUpAt = time.Time{}
 	if !ct.IsZero() {
 		cp.ClusterTime = ct
 		e.Metrics.LagSeconds.Set(e.Now().Sub(time.Unix(int64(ct.T), 0)).Seconds())
+	} else {
+		cp.CaughtUpAt = e.Now() // a quiet stream's postBatchResumeToken
 	}
 	cp.SavedAt = e.Now()
 	cp.Epoch, cp.Owner = e.Config.Epoch, e.Config.Owner

@@ -12,28 +12,29 @@ import (
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
-// fuzzEvDeepValid reports whether b is a BSON document valid at every
-// depth (bson.Raw.Validate checks only the top level).
+// fuzzEvDeepValid reports whether b is exactly one BSON document, valid at
+// every depth: bson.Raw.Validate checks only the top level, and it accepts
+// elements that run past the document's declared length.
 func fuzzEvDeepValid(b []byte) bool {
-	return fuzzEvValidDoc(bsoncore.Document(b), 0)
+	return fuzzEvValidDoc(b, 0)
 }
 
-func fuzzEvValidDoc(d bsoncore.Document, depth int) bool {
-	if depth > 200 || d.Validate() != nil {
+func fuzzEvValidDoc(d []byte, depth int) bool {
+	length, _, ok := bsoncore.ReadLength(d)
+	if !ok || depth > 200 || length < 5 || int(length) != len(d) || d[length-1] != 0 {
 		return false
 	}
-	elems, err := d.Elements()
-	if err != nil {
-		return false
-	}
-	for _, e := range elems {
-		if e.Validate() != nil {
+	rem := d[4 : length-1]
+	for len(rem) > 0 {
+		var e bsoncore.Element
+		e, rem, ok = bsoncore.ReadElement(rem)
+		if !ok || e.Validate() != nil {
 			return false
 		}
 		v := e.Value()
 		switch v.Type {
 		case bsoncore.TypeEmbeddedDocument, bsoncore.TypeArray:
-			if !fuzzEvValidDoc(bsoncore.Document(v.Data), depth+1) {
+			if !fuzzEvValidDoc(v.Data, depth+1) {
 				return false
 			}
 		case bsoncore.TypeCodeWithScope:

@@ -18,23 +18,23 @@ const envPrefix = "MATERIALIZER"
 // Config is the daemon's configuration, read from MATERIALIZER_*
 // environment variables (see the README's configuration table).
 type Config struct {
-	MongoDBURI           string        `envconfig:"MONGODB_URI" desc:"MongoDB connection string of a replica set (required; never logged with its password)"`
-	Database             string        `envconfig:"DATABASE" default:"normal-oj" desc:"Back-End's database"`
-	BatchSize            int           `envconfig:"BATCH_SIZE" default:"500" desc:"change events per batch at most"`
-	BatchMaxWait         time.Duration `envconfig:"BATCH_MAX_WAIT" default:"200ms" desc:"a batch closes this long after its first event"`
-	CheckpointInterval   time.Duration `envconfig:"CHECKPOINT_INTERVAL" default:"10s" desc:"a quiet stream saves its postBatchResumeToken this often"`
-	CheckpointCollection string        `envconfig:"CHECKPOINT_COLLECTION" default:"materializer_checkpoints" desc:"collection of the checkpoint and the lease"`
-	KeysCollection       string        `envconfig:"KEYS_COLLECTION" default:"materializer_submission_keys" desc:"collection of the submission key index"`
-	HistoryLost          string        `envconfig:"HISTORY_LOST" default:"rebuild" desc:"when the resume token left the oplog: rebuild or exit"`
-	CreateIndexes        bool          `envconfig:"CREATE_INDEXES" default:"true" desc:"create the indexes the daemon reads with at start-up"`
-	LogLevel             string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
-	LogFormat            string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or console"`
-	HTTPAddr             string        `envconfig:"HTTP_ADDR" default:":9090" desc:"listen address of /metrics, /healthz and /readyz (empty: off)"`
-	ReadyMaxLag          time.Duration `envconfig:"READY_MAX_LAG" default:"60s" desc:"/readyz fails when the stream lags more than this"`
-	InstanceID           string        `envconfig:"INSTANCE_ID" desc:"lease owner id (default hostname-pid)"`
-	LeaseTTL             time.Duration `envconfig:"LEASE_TTL" default:"15s" desc:"lease duration; a standby takes over within about this long"`
-	RedisURL             string        `envconfig:"REDIS_URL" desc:"Back-End's Redis; when set, high-score cache keys are deleted after writes land"`
-	WriteTimeout         time.Duration `envconfig:"WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write"`
+	MongoDBURI           string        `envconfig:"MATERIALIZER_MONGODB_URI" desc:"MongoDB connection string of a replica set (required; never logged with its password)"`
+	Database             string        `envconfig:"MATERIALIZER_DATABASE" default:"normal-oj" desc:"Back-End's database"`
+	BatchSize            int           `envconfig:"MATERIALIZER_BATCH_SIZE" default:"500" desc:"change events per batch at most"`
+	BatchMaxWait         time.Duration `envconfig:"MATERIALIZER_BATCH_MAX_WAIT" default:"200ms" desc:"a batch closes this long after its first event"`
+	CheckpointInterval   time.Duration `envconfig:"MATERIALIZER_CHECKPOINT_INTERVAL" default:"10s" desc:"a quiet stream saves its postBatchResumeToken this often"`
+	CheckpointCollection string        `envconfig:"MATERIALIZER_CHECKPOINT_COLLECTION" default:"materializer_checkpoints" desc:"collection of the checkpoint and the lease"`
+	KeysCollection       string        `envconfig:"MATERIALIZER_KEYS_COLLECTION" default:"materializer_submission_keys" desc:"collection of the submission key index"`
+	HistoryLost          string        `envconfig:"MATERIALIZER_HISTORY_LOST" default:"rebuild" desc:"when the resume token left the oplog: rebuild or exit"`
+	CreateIndexes        bool          `envconfig:"MATERIALIZER_CREATE_INDEXES" default:"true" desc:"create the indexes the daemon reads with at start-up"`
+	LogLevel             string        `envconfig:"MATERIALIZER_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	LogFormat            string        `envconfig:"MATERIALIZER_LOG_FORMAT" default:"json" desc:"json or console"`
+	HTTPAddr             string        `envconfig:"MATERIALIZER_HTTP_ADDR" default:":9090" desc:"listen address of /metrics, /healthz and /readyz (empty: off)"`
+	ReadyMaxLag          time.Duration `envconfig:"MATERIALIZER_READY_MAX_LAG" default:"60s" desc:"/readyz fails when the stream lags more than this"`
+	InstanceID           string        `envconfig:"MATERIALIZER_INSTANCE_ID" desc:"lease owner id (default hostname-pid)"`
+	LeaseTTL             time.Duration `envconfig:"MATERIALIZER_LEASE_TTL" default:"15s" desc:"lease duration; a standby takes over within about this long"`
+	RedisURL             string        `envconfig:"MATERIALIZER_REDIS_URL" desc:"Back-End's Redis; when set, high-score cache keys are deleted after writes land"`
+	WriteTimeout         time.Duration `envconfig:"MATERIALIZER_WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write"`
 }
 
 // configError is a configuration problem: exit status 2.
@@ -46,10 +46,13 @@ func (e *configError) Error() string { return e.msg }
 // the command talks to MongoDB (offline dump commands do not).
 func loadConfig(needMongo bool) (*Config, error) {
 	var c Config
-	if err := envconfig.Process(envPrefix, &c); err != nil {
+	// Tags carry the full names and the prefix is empty: with a prefix,
+	// envconfig would fall back to the bare name (BATCH_SIZE), letting
+	// unrelated variables configure the daemon.
+	if err := envconfig.Process("", &c); err != nil {
 		var pe *envconfig.ParseError
 		if errors.As(err, &pe) {
-			return nil, &configError{fmt.Sprintf("invalid %s_%s=%q: %v", envPrefix, pe.KeyName, pe.Value, pe.Err)}
+			return nil, &configError{fmt.Sprintf("invalid %s=%q: %v", pe.KeyName, pe.Value, pe.Err)}
 		}
 		return nil, &configError{err.Error()}
 	}

@@ -785,12 +785,16 @@ func TestDumpLayouts(t *testing.T) {
 			}
 			// The corrected files are where the input layout puts them.
 			outDB := filepath.Join(out, c.sub)
-			if _, err := os.Stat(filepath.Join(outDB, "homework.bson"+map[bool]string{true: ".gz"}[c.gz])); err != nil {
-				if c.sub != "." {
-					knownBug(t, "rebuild --dump DIR --out OUT with DIR/%s/ writes OUT flat, not in the input's layout (OUT/%s/): %v; files: %v",
-						c.sub, c.sub, err, sortedKeys(treeOf(t, out)))
+			hwFile := "homework.bson"
+			if c.gz {
+				hwFile += ".gz"
+			}
+			_, layoutErr := os.Stat(filepath.Join(outDB, hwFile))
+			if layoutErr != nil {
+				if c.sub == "." {
+					t.Fatalf("the output has no %s: %v; files: %v", hwFile, layoutErr, sortedKeys(treeOf(t, out)))
 				}
-				t.Fatalf("the output has no homework file where the input had it: %v; files: %v", err, sortedKeys(treeOf(t, out)))
+				outDB = out // check the bytes wherever they went, then report the layout
 			}
 			checkOnlyDerivedChanged(t, dbDir, outDB)
 			if c.gz {
@@ -799,6 +803,10 @@ func TestDumpLayouts(t *testing.T) {
 						t.Errorf("gzipped input, but the output holds %s", name)
 					}
 				}
+			}
+			if layoutErr != nil && !t.Failed() {
+				knownBug(t, "rebuild --dump DIR --out OUT with DIR/%s/ writes OUT flat, not in the input's layout (OUT/%s/): files %v",
+					c.sub, c.sub, sortedKeys(treeOf(t, out)))
 			}
 		})
 	}
@@ -1181,5 +1189,140 @@ func TestDumpMissingAndForeignDerivedValues(t *testing.T) {
 	}
 	if g, ok := element(fixed.Homeworks[0].Lookup("studentStatus").Document(), "ghost"); !ok || g.StringValue() != "not a document" {
 		t.Errorf("the unreadable student became %v", g)
+	}
+}
+
+// renameValue replaces a string value found in names.
+func renameValue(v bson.RawValue, names map[string]string) (bson.Type, []byte) {
+	if s, ok := v.StringValueOK(); ok {
+		if n, ok := names[s]; ok {
+			_, b, _ := bson.MarshalValue(n)
+			return bson.TypeString, b
+		}
+	}
+	return v.Type, v.Value
+}
+
+// renameUsers returns doc with the string value of each field in fields
+// and the keys of studentStatus renamed by names.
+func renameUsers(t testing.TB, doc bson.Raw, names map[string]string, fields ...string) bson.Raw {
+	t.Helper()
+	els, err := doc.Elements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, e := range els {
+		switch {
+		case slices.Contains(fields, e.Key()):
+			typ, val := renameValue(e.Value(), names)
+			out = append(out, rawElement(typ, e.Key(), val))
+		case e.Key() == "studentStatus" && e.Value().Type == bson.TypeEmbeddedDocument:
+			users, err := e.Value().Document().Elements()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var us [][]byte
+			for _, u := range users {
+				k := u.Key()
+				if n, ok := names[k]; ok {
+					k = n
+				}
+				us = append(us, rawElement(u.Value().Type, k, u.Value().Value))
+			}
+			out = append(out, rawElement(bson.TypeEmbeddedDocument, "studentStatus", document(us)))
+		default:
+			out = append(out, e)
+		}
+	}
+	return document(out)
+}
+
+// renameVector renames users throughout a vector, its expectation included.
+func renameVector(t testing.TB, v materializetest.Vector, names map[string]string) materializetest.Vector {
+	t.Helper()
+	r := materializetest.Vector{Name: v.Name, PenaltyErrors: v.PenaltyErrors, DB: materialize.Docs{Problems: v.DB.Problems}}
+	for _, u := range v.DB.Users {
+		r.DB.Users = append(r.DB.Users, renameUsers(t, u, names, "_id"))
+	}
+	for _, s := range v.DB.Submissions {
+		r.DB.Submissions = append(r.DB.Submissions, renameUsers(t, s, names, "user"))
+	}
+	for _, h := range v.DB.Homeworks {
+		r.DB.Homeworks = append(r.DB.Homeworks, renameUsers(t, h, names))
+	}
+	for _, u := range v.ExpectUsers {
+		r.ExpectUsers = append(r.ExpectUsers, renameUsers(t, u, names, "_id"))
+	}
+	for _, h := range v.ExpectHWs {
+		r.ExpectHWs = append(r.ExpectHWs, renameUsers(t, h, names))
+	}
+	return r
+}
+
+// TestDumpUsernames: the derivation does not depend on what usernames
+// look like, so a vector whose users are renamed to names with '.', a
+// leading '$', spaces, non-ASCII letters or digits only has the renamed
+// expectation: verify counts it the same, and rebuild --out writes every
+// entry under the right (renamed) key, never a wrong path.
+func TestDumpUsernames(t *testing.T) {
+	cleanConfigEnv(t)
+	shapes := []func(i int) string{
+		func(i int) string { return "a.b." + strconv.Itoa(i) },
+		func(i int) string { return "$user" + strconv.Itoa(i) },
+		func(i int) string { return "$" + strconv.Itoa(i) + ".x" },
+		func(i int) string { return "ユーザー " + strconv.Itoa(i) },
+		func(i int) string { return strconv.Itoa(100 + i) },
+		func(i int) string { return "..." + strings.Repeat("u", i+1) },
+	}
+	// Vectors with the most users and entries.
+	vs := slices.Clone(readVectors(t))
+	size := map[string]int{}
+	for _, v := range vs {
+		c := independentCounts(t, v.DB, v)
+		size[v.Name] = c.users + c.entries
+	}
+	slices.SortStableFunc(vs, func(a, b materializetest.Vector) int { return size[b.Name] - size[a.Name] })
+	for si, shape := range shapes {
+		v := vs[si%4]
+		t.Run(shape(0), func(t *testing.T) {
+			names := map[string]string{}
+			for i, u := range v.ExpectUsers {
+				names[u.Lookup("_id").StringValue()] = shape(i)
+			}
+			// Users with entries or submissions but no document too.
+			for _, s := range v.DB.Submissions {
+				if u, ok := s.Lookup("user").StringValueOK(); ok {
+					if _, ok := names[u]; !ok {
+						names[u] = shape(len(names))
+					}
+				}
+			}
+			rv := renameVector(t, v, names)
+			want := independentCounts(t, rv.DB, rv)
+			if orig := independentCounts(t, v.DB, v); orig != want {
+				t.Fatalf("setup: renaming changed the counts: %+v vs %+v", orig, want)
+			}
+			root := t.TempDir()
+			in, out := filepath.Join(root, "in"), filepath.Join(root, "out")
+			writeDump(t, in, rv.DB, nil)
+			r := runCLI(t, "verify", "--dump", in)
+			if want.driftedUsers+want.driftedEntries > 0 && r.code != exitFail {
+				t.Fatalf("verify: want exit 1\n%v", r)
+			}
+			checkReport(t, "verify", r, rv, want)
+			r = runCLI(t, "rebuild", "--dump", in, "--out", out)
+			if r.code != exitOK {
+				t.Fatalf("rebuild: want exit 0\n%v", r)
+			}
+			fixed := readDumpDocs(t, out)
+			if u, e := independentDrift(t, fixed, rv); u+e != 0 {
+				t.Errorf("the output differs from the renamed expectation in %d users and %d entries", u, e)
+			}
+			checkOnlyDerivedChanged(t, in, out)
+			if r := runCLI(t, "verify", "--dump", out); r.code != exitOK {
+				t.Errorf("verify of the output: want exit 0\n%v", r)
+			}
+		})
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -456,7 +455,7 @@ func buildBinary(t *testing.T) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the go command is needed to build the binary: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "materializer")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -948,14 +947,17 @@ func TestIntegrationSIGTERM(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("status: want exit 0\n%v", r)
 	}
-	covers := func(at bson.Timestamp) bool { return false }
+	// A checkpoint that starts at a cluster time (after a rebuild) covers
+	// the events before it; a resume token covers at least the events up
+	// to the last event cluster time it was saved with.
+	var covers func(at bson.Timestamp) bool
 	switch {
-	case reCheckpointEvent.MatchString(r.stdout):
-		c := parseTimestamp(t, reCheckpointEvent.FindStringSubmatch(r.stdout))
-		covers = func(at bson.Timestamp) bool { return !c.Before(at) } // at <= c
 	case reCheckpointStart.MatchString(r.stdout):
 		c := parseTimestamp(t, reCheckpointStart.FindStringSubmatch(r.stdout))
 		covers = func(at bson.Timestamp) bool { return at.Before(c) } // the stream restarts at c inclusive
+	case strings.Contains(r.stdout, "checkpoint: resume token") && reCheckpointEvent.MatchString(r.stdout):
+		c := parseTimestamp(t, reCheckpointEvent.FindStringSubmatch(r.stdout))
+		covers = func(at bson.Timestamp) bool { return !c.Before(at) } // at <= c
 	default:
 		t.Fatalf("status shows no checkpoint position\n%v", r)
 	}
@@ -1016,4 +1018,29 @@ func TestIntegrationSkipsFast(t *testing.T) {
 		t.Errorf("skip reason %q: %q", noMongoSkip, mongoWhy)
 	}
 	t.Logf("integration tests skip: %s (%s)", noMongoSkip, mongoWhy)
+}
+
+// TestIntegrationSeedRefusesData: `seed` into a database that already has
+// submissions fails and inserts nothing; with --if-empty it exits 0,
+// inserting nothing either.
+func TestIntegrationSeedRefusesData(t *testing.T) {
+	it := newIntegration(t)
+	it.seedOnline(3, 2, 1, 10)
+	before := it.read()
+	if len(before.Submissions) != 10 || len(before.Users) != 3 {
+		t.Fatalf("seed inserted %d submissions and %d users, want 10 and 3", len(before.Submissions), len(before.Users))
+	}
+	r := runCLI(t, "seed", "--users", "2", "--submissions", "5", "--seed", "9")
+	if r.code != exitFail {
+		t.Errorf("seed into a database with submissions: want exit 1\n%v", r)
+	}
+	r = runCLI(t, "seed", "--users", "2", "--submissions", "5", "--seed", "9", "--if-empty")
+	if r.code != exitOK {
+		t.Errorf("seed --if-empty into a database with submissions: want exit 0\n%v", r)
+	}
+	after := it.read()
+	if len(after.Submissions) != len(before.Submissions) || len(after.Users) != len(before.Users) ||
+		len(after.Homeworks) != len(before.Homeworks) || len(after.Problems) != len(before.Problems) {
+		t.Errorf("a refused seed changed the database")
+	}
 }

@@ -442,17 +442,18 @@ func TestPasswordNeverPrinted(t *testing.T) {
 	t.Setenv("MATERIALIZER_LOG_LEVEL", "debug")
 	t.Setenv("MATERIALIZER_HTTP_ADDR", "127.0.0.1:0")
 	uris := []struct {
-		name    string
-		uri     string
-		secrets []string
+		name      string
+		uri       string
+		secrets   []string
+		malformed bool
 	}{
-		{"replica set", "mongodb://user:s3cret@127.0.0.1:1/?replicaSet=rs0&serverSelectionTimeoutMS=200", []string{"s3cret"}},
-		{"percent-encoded", "mongodb://user:s3cr%21t%40x@127.0.0.1:1/?serverSelectionTimeoutMS=200", []string{"s3cr%21t%40x", "s3cr!t@x", "s3cr"}},
-		{"two hosts", "mongodb://user:s3cret@127.0.0.1:1,127.0.0.1:2/?serverSelectionTimeoutMS=200&connectTimeoutMS=200", []string{"s3cret"}},
-		{"bad option value", "mongodb://user:s3cret@127.0.0.1:1/?serverSelectionTimeoutMS=soon", []string{"s3cret"}},
-		{"bad auth mechanism", "mongodb://user:s3cret@127.0.0.1:1/?authMechanism=BOGUS&serverSelectionTimeoutMS=200", []string{"s3cret"}},
-		{"unescaped at sign", "mongodb://user:s3c@ret@127.0.0.1:1/?serverSelectionTimeoutMS=200", []string{"s3c@ret", "s3c"}},
-		{"password option", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200&password=s3cret", []string{"s3cret"}},
+		{"replica set", "mongodb://user:s3cret@127.0.0.1:1/?replicaSet=rs0&serverSelectionTimeoutMS=200", []string{"s3cret"}, false},
+		{"percent-encoded", "mongodb://user:s3cr%21t%40x@127.0.0.1:1/?serverSelectionTimeoutMS=200", []string{"s3cr%21t%40x", "s3cr!t@x", "s3cr"}, false},
+		{"two hosts", "mongodb://user:s3cret@127.0.0.1:1,127.0.0.1:2/?serverSelectionTimeoutMS=200&connectTimeoutMS=200", []string{"s3cret"}, false},
+		{"bad option value", "mongodb://user:s3cret@127.0.0.1:1/?serverSelectionTimeoutMS=soon", []string{"s3cret"}, true},
+		{"bad auth mechanism", "mongodb://user:s3cret@127.0.0.1:1/?authMechanism=BOGUS&serverSelectionTimeoutMS=200", []string{"s3cret"}, true},
+		{"unescaped at sign", "mongodb://user:s3c@ret@127.0.0.1:1/?serverSelectionTimeoutMS=200", []string{"s3c@ret", "s3c"}, true},
+		{"password option", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200&password=s3cret", []string{"s3cret"}, false},
 	}
 	all := [][]string{{"status"}, {"run"}, {"verify"}, {"rebuild"}, {"rebuild", "--dry-run"}, {"seed", "--users", "1", "--submissions", "1"}}
 	for i, u := range uris {
@@ -468,7 +469,9 @@ func TestPasswordNeverPrinted(t *testing.T) {
 				if took := time.Since(start); took > 10*time.Second {
 					t.Errorf("%v took %s to fail", args, took)
 				}
-				if r.code != exitFail {
+				// An unreachable server is a failure (1); a URI the driver
+				// cannot parse may be reported as a configuration error (2).
+				if r.code != exitFail && !(u.malformed && r.code == exitConfig) {
 					t.Errorf("%v: want exit 1 (cannot connect)\n%v", args, r)
 				}
 				if r.stderr == "" {
@@ -534,5 +537,23 @@ func TestRunStopsOnSignalWhileConnecting(t *testing.T) {
 	}
 	if r.code != exitOK {
 		knownBug(t, "a signal while run connects exits %d, not 0: %s", r.code, strings.TrimSpace(r.stderr))
+	}
+}
+
+// TestHelpConfigurationTableAligned: the configuration variables are
+// listed like the commands, indented, one per line, in aligned columns
+// (no raw tab characters).
+func TestHelpConfigurationTableAligned(t *testing.T) {
+	cleanConfigEnv(t)
+	r := runCLI(t, "--help")
+	var bad []string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.Contains(l, "MATERIALIZER_") && (!strings.HasPrefix(l, "  MATERIALIZER_") || strings.Contains(l, "\t")) {
+			bad = append(bad, strconv.Quote(l))
+		}
+	}
+	if len(bad) > 0 {
+		knownBug(t, "main.go usage(): envconfig.Usagef writes raw tabs and the template indents only the first row; %d rows such as %s",
+			len(bad), bad[0])
 	}
 }

@@ -259,6 +259,13 @@ func printStatus(w io.Writer, cp resume.Checkpoint, ok bool, now bson.Timestamp)
 	if !cp.RebuiltAt.IsZero() {
 		fmt.Fprintf(w, "last rebuild: %s\n", cp.RebuiltAt.Format(time.RFC3339))
 	}
+	if !cp.CaughtUpAt.IsZero() {
+		fmt.Fprintf(w, "lag: none at %s (the stream was caught up; the token is its postBatchResumeToken)\n", cp.CaughtUpAt.Format(time.RFC3339))
+		if !cp.ClusterTime.IsZero() {
+			fmt.Fprintf(w, "last event cluster time: %d.%d\n", cp.ClusterTime.T, cp.ClusterTime.I)
+		}
+		return
+	}
 	if !cp.ClusterTime.IsZero() {
 		lag := int64(now.T) - int64(cp.ClusterTime.T)
 		fmt.Fprintf(w, "last event cluster time: %d.%d (%s)\n", cp.ClusterTime.T, cp.ClusterTime.I,

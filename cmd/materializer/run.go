@@ -41,6 +41,10 @@ others stand by. SIGINT/SIGTERM stop it cleanly (exit 0).`)
 
 	db, err := openMongo(ctx, cfg, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info().Msg("stopped while connecting")
+			return nil // SIGINT/SIGTERM before anything started: a clean stop
+		}
 		return err
 	}
 	defer closeMongo(db, log)
@@ -104,7 +108,7 @@ func openMongo(ctx context.Context, cfg *Config, log zerolog.Logger) (*mongodb.D
 		WriteTimeout:          cfg.WriteTimeout,
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s_MONGODB_URI=%s: %w", envPrefix, mongodb.Redact(cfg.MongoDBURI), err)
 	}
 	log.Info().Str("uri", mongodb.Redact(cfg.MongoDBURI)).Str("database", cfg.Database).Msg("connected to MongoDB")
 	if cfg.CreateIndexes {
