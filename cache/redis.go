@@ -40,7 +40,8 @@ func NewRedis(url string, m *watch.Metrics, log zerolog.Logger) (*Redis, error) 
 	if err != nil {
 		return nil, fmt.Errorf("parse Redis URL: invalid URL (scheme redis:// or rediss://, host, optional /db)")
 	}
-	opt.MaxRetries = 0 // retries are ours, bounded by Timeout
+	opt.MaxRetries = 0               // retries are ours, bounded by Timeout
+	opt.ContextTimeoutEnabled = true // honour Timeout even against a hung server
 	opt.DialTimeout = time.Second
 	opt.ReadTimeout = time.Second
 	opt.WriteTimeout = time.Second
@@ -84,4 +85,18 @@ func (r *Redis) Invalidate(ctx context.Context, pairs []materialize.Pair) {
 	// The derived writes have landed; a stale cache entry only delays the
 	// Back-End's high score until its own expiry or the next submission.
 	r.log.Warn().Err(err).Int("keys", len(keys)).Msg("could not delete high-score cache keys")
+}
+
+// RouteLibraryLogs sends go-redis's own log lines (connection pool
+// warnings, which it otherwise prints unstructured to stderr) to log at
+// warn level. go-redis keeps its logger in a package variable, so the
+// binary calls this once, at start-up.
+func RouteLibraryLogs(log zerolog.Logger) {
+	redis.SetLogger(libLogger{log})
+}
+
+type libLogger struct{ log zerolog.Logger }
+
+func (l libLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn().Str("component", "go-redis").Msg(fmt.Sprintf(format, v...))
 }

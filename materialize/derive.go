@@ -87,8 +87,17 @@ func ResolveHomeworks(p *Problem, get func(bson.ObjectID) *Homework) []*Homework
 		return nil
 	}
 	out := make([]*Homework, 0, len(p.Homeworks))
+	var seen map[bson.ObjectID]struct{}
+	if len(p.Homeworks) > 8 {
+		seen = make(map[bson.ObjectID]struct{}, len(p.Homeworks))
+	}
 	for i, id := range p.Homeworks {
-		if slices.Contains(p.Homeworks[:i], id) {
+		if seen != nil {
+			if _, dup := seen[id]; dup {
+				continue
+			}
+			seen[id] = struct{}{}
+		} else if slices.Contains(p.Homeworks[:i], id) { // short lists: no map
 			continue
 		}
 		if h := get(id); h != nil {

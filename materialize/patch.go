@@ -12,6 +12,9 @@ import (
 // field is replaced in place, a missing one appended. Every other element
 // is copied byte for byte.
 func PatchUser(doc bson.Raw, st UserStats) (bson.Raw, error) {
+	if err := checkBytes(doc); err != nil {
+		return nil, fmt.Errorf("patch user: %w", err)
+	}
 	fields := st.Fields()
 	repl := make(map[string][]byte, len(fields))
 	order := make([]string, 0, len(fields))
@@ -60,6 +63,9 @@ func PatchUser(doc bson.Raw, st UserStats) (bson.Raw, error) {
 // (the materializer never adds or removes studentStatus keys). Every other
 // byte is copied unchanged. changed reports whether any entry differed.
 func PatchHomework(doc bson.Raw, entries map[string]map[string]Entry) (out bson.Raw, changed bool, err error) {
+	if err := checkBytes(doc); err != nil {
+		return nil, false, fmt.Errorf("patch homework: %w", err)
+	}
 	elems, err := doc.Elements()
 	if err != nil {
 		return nil, false, fmt.Errorf("patch homework %s: %w", docID(doc), err)

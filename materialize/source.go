@@ -130,6 +130,27 @@ func ParseProblemKey(key string) (int64, bool) {
 	return p, true
 }
 
+// wholeDocument is the Field of a DecodeError about the document itself
+// (corrupt bytes) rather than one of its fields.
+const wholeDocument = "(document)"
+
+// validate reports corrupt bytes as a DecodeError.
+func validate(coll string, doc bson.Raw) error {
+	if err := checkBytes(doc); err != nil {
+		return &DecodeError{Collection: coll, ID: "?", Field: wholeDocument, Reason: fmt.Sprintf("unreadable document: %v", err)}
+	}
+	return nil
+}
+
+// checkBytes validates doc, and also that no top-level element runs past
+// the document's declared length, which bson.Raw.Validate lets through.
+func checkBytes(doc bson.Raw) error {
+	if err := doc.Validate(); err != nil {
+		return err
+	}
+	return scanFields(doc, func(string, bson.RawValue) {})
+}
+
 // docID renders a document's _id for error messages.
 func docID(doc bson.Raw) string {
 	v, err := doc.LookupErr("_id")
@@ -152,8 +173,11 @@ func lookup(doc bson.Raw, key ...string) (bson.RawValue, bool) {
 	return v, true
 }
 
-// intValue reads a BSON number as an integer: int32, int64 or a double
-// holding a whole value in int64 range all mean the same value.
+// IntValue reads a BSON number as an integer: int32, int64 or a double
+// holding a whole value in int64 range all mean the same value (as
+// mongoengine's IntField loads them); anything else is not an integer.
+func IntValue(v bson.RawValue) (int64, bool) { return intValue(v) }
+
 func intValue(v bson.RawValue) (int64, bool) {
 	switch v.Type {
 	case bson.TypeInt32:
@@ -216,7 +240,7 @@ func DecodeSubmission(doc bson.Raw) (Submission, error) {
 			*slot = v
 		}
 	}); err != nil {
-		return s, malformed(c, doc, "", "unreadable document: %v", err)
+		return s, malformed(c, doc, wholeDocument, "unreadable document: %v", err)
 	}
 	present := func(v bson.RawValue) bool { return v.Type != 0 && v.Type != bson.TypeNull }
 	var ok bool
@@ -300,6 +324,9 @@ func scanFields(doc bson.Raw, fn func(key string, v bson.RawValue)) error {
 func DecodeProblem(doc bson.Raw) (Problem, error) {
 	const c = CollProblem
 	var p Problem
+	if err := validate(c, doc); err != nil {
+		return p, err
+	}
 	v, ok := lookup(doc, "_id")
 	if !ok {
 		return p, malformed(c, doc, "_id", "missing")
@@ -338,6 +365,9 @@ func DecodeProblem(doc bson.Raw) (Problem, error) {
 func DecodeHomework(doc bson.Raw) (Homework, error) {
 	const c = CollHomework
 	h := Homework{End: DefaultEnd, Penalty: DefaultPenalty}
+	if err := validate(c, doc); err != nil {
+		return h, err
+	}
 	var err error
 	if h.ID, err = objectIDField(c, doc); err != nil {
 		return h, err
@@ -396,6 +426,9 @@ func DecodeHomework(doc bson.Raw) (Homework, error) {
 // DecodeUserID reads a user document's _id, the username (engine.User's
 // primary key). Errors are *DecodeError.
 func DecodeUserID(doc bson.Raw) (string, error) {
+	if err := validate(CollUser, doc); err != nil {
+		return "", err
+	}
 	v, ok := lookup(doc, "_id")
 	if !ok {
 		return "", malformed(CollUser, doc, "_id", "missing")

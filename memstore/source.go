@@ -137,15 +137,29 @@ func homeworkDoc(raw bson.Raw, users map[string]bool) (*watch.HomeworkDoc, error
 	for u := range d.Students {
 		if users != nil && !users[u] {
 			delete(d.Students, u)
-			continue
 		}
-		ud := raw.Lookup(materialize.FieldStudentStatus, u).Document()
-		elems, _ := ud.Elements()
-		m := make(map[string]bson.RawValue, len(elems))
-		for _, e := range elems {
-			m[e.Key()] = e.Value()
+	}
+	// One pass over studentStatus (a Lookup per user would be quadratic);
+	// like DecodeHomework, a later duplicate key wins.
+	if ss, err := raw.LookupErr(materialize.FieldStudentStatus); err == nil {
+		if ssd, ok := ss.DocumentOK(); ok {
+			elems, _ := ssd.Elements()
+			for _, ue := range elems {
+				if _, want := d.Students[ue.Key()]; !want {
+					continue
+				}
+				ud, ok := ue.Value().DocumentOK()
+				if !ok {
+					continue
+				}
+				pes, _ := ud.Elements()
+				m := make(map[string]bson.RawValue, len(pes))
+				for _, e := range pes {
+					m[e.Key()] = e.Value()
+				}
+				d.Stored[ue.Key()] = m
+			}
 		}
-		d.Stored[u] = m
 	}
 	if users != nil {
 		d.Skipped = slices.DeleteFunc(d.Skipped, func(e *materialize.DecodeError) bool {
@@ -193,13 +207,14 @@ func (s *Store) Homeworks(ctx context.Context, ids []bson.ObjectID, users []stri
 }
 
 // EntryKeys implements watch.Source.
-func (s *Store) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]watch.EntryRef, error) {
+func (s *Store) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]watch.EntryRef, []*materialize.DecodeError, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.read(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make(map[bson.ObjectID][]watch.EntryRef)
+	var bad []*materialize.DecodeError
 	for _, id := range homeworks {
 		t, data, _ := bson.MarshalValue(id)
 		raw, ok := s.colls[materialize.CollHomework][docKey(bson.RawValue{Type: t, Value: data})]
@@ -208,15 +223,17 @@ func (s *Store) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[b
 		}
 		h, err := materialize.DecodeHomework(raw)
 		if err != nil {
+			bad = append(bad, err.(*materialize.DecodeError))
 			continue
 		}
+		bad = append(bad, h.Skipped...)
 		for u, ps := range h.Students {
 			for pk := range ps {
 				out[id] = append(out[id], watch.EntryRef{User: u, ProblemKey: pk})
 			}
 		}
 	}
-	return out, nil
+	return out, bad, nil
 }
 
 // EntriesForProblems implements watch.Source.
@@ -351,7 +368,7 @@ func (s *Store) applyEntries(k string, raw bson.Raw, exists bool, want map[strin
 	for _, f := range fields {
 		// Compare before patching to know which entries change.
 		user, pk := splitEntryField(f)
-		if v, err := raw.LookupErr(materialize.FieldStudentStatus, user, pk); err == nil {
+		if v, ok := storedEntry(raw, user, pk); ok {
 			if !want[user][pk].MatchesStored(v) {
 				changedFields = append(changedFields, f)
 			} else {
@@ -372,6 +389,35 @@ func (s *Store) applyEntries(k string, raw bson.Raw, exists bool, want map[strin
 		s.emit("update", materialize.CollHomework, id, nil, []string{f})
 	}
 	return nil
+}
+
+// storedEntry finds studentStatus.<user>.<pk> as DecodeHomework and
+// PatchHomework see it: among duplicate user keys, the document-valued
+// ones, the last winning (Lookup would stop at the first, even a
+// non-document).
+func storedEntry(raw bson.Raw, user, pk string) (bson.RawValue, bool) {
+	ss, err := raw.LookupErr(materialize.FieldStudentStatus)
+	if err != nil {
+		return bson.RawValue{}, false
+	}
+	ssd, ok := ss.DocumentOK()
+	if !ok {
+		return bson.RawValue{}, false
+	}
+	elems, _ := ssd.Elements()
+	var found bson.RawValue
+	var ok2 bool
+	for _, ue := range elems {
+		if ue.Key() != user {
+			continue
+		}
+		if ud, isDoc := ue.Value().DocumentOK(); isDoc {
+			if v, err := ud.LookupErr(pk); err == nil {
+				found, ok2 = v, true
+			}
+		}
+	}
+	return found, ok2
 }
 
 // splitEntryField splits "studentStatus.<user>.<problemKey>"; the problem

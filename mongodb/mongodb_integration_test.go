@@ -340,7 +340,7 @@ func checkReads(t *testing.T, db *DB, v mtest.Vector) {
 	if len(allHW) != len(wantHW) || len(named) != len(wantHW) {
 		t.Errorf("homeworks: all %d, named %d, want %d", len(allHW), len(named), len(wantHW))
 	}
-	keys, err := db.EntryKeys(ctx, hwIDs)
+	keys, _, err := db.EntryKeys(ctx, hwIDs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +456,7 @@ func checkApply(t *testing.T, db *DB, v mtest.Vector) {
 	for h := range res.Entries {
 		ids = append(ids, h)
 	}
-	before, err := db.EntryKeys(ctx, ids)
+	before, _, err := db.EntryKeys(ctx, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func checkApply(t *testing.T, db *DB, v mtest.Vector) {
 	for _, d := range mtest.Diff(v, materialize.Derive(after)) {
 		t.Error("derived again after Apply:", d)
 	}
-	keys, err := db.EntryKeys(ctx, ids)
+	keys, _, err := db.EntryKeys(ctx, ids)
 	if err != nil {
 		t.Fatal(err)
 	}

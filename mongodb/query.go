@@ -172,6 +172,7 @@ func homeworkPipeline(ids []bson.ObjectID, users []string) bson.A {
 func entryKeysPipeline(ids []bson.ObjectID) bson.A {
 	perUser := mapExpr(objectToArray("$studentStatus"), "u", bson.D{
 		{Key: "u", Value: "$$u.k"},
+		{Key: "doc", Value: isType("$$u.v", "object")},
 		{Key: "p", Value: cond(isType("$$u.v", "object"),
 			mapExpr(objectToArray("$$u.v"), "e", "$$e.k"),
 			bson.A{})},
@@ -180,6 +181,7 @@ func entryKeysPipeline(ids []bson.ObjectID) bson.A {
 		bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: inValues(ids)}}}},
 		bson.D{{Key: "$project", Value: bson.D{
 			{Key: "keys", Value: cond(isType("$studentStatus", "object"), perUser, bson.A{})},
+			{Key: "ssType", Value: bson.D{{Key: "$type", Value: "$studentStatus"}}},
 		}}},
 	}
 }

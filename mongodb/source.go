@@ -255,18 +255,31 @@ func (d *DB) Homeworks(ctx context.Context, ids []bson.ObjectID, users []string)
 // EntryKeys implements watch.Source: the (user, problem key) of every
 // entry of each named homework, read with an aggregation that returns key
 // names only.
-func (d *DB) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]watch.EntryRef, error) {
+func (d *DB) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]watch.EntryRef, []*materialize.DecodeError, error) {
 	out := make(map[bson.ObjectID][]watch.EntryRef, len(homeworks))
+	var bad []*materialize.DecodeError
 	for chunk := range slices.Chunk(homeworks, queryTerms) {
 		err := aggregate(ctx, d.homeworks, entryKeysPipeline(chunk), func(raw bson.Raw) error {
 			id, ok := raw.Lookup("_id").ObjectIDOK()
 			if !ok {
 				return nil
 			}
+			idStr := raw.Lookup("_id").String()
+			switch t, _ := raw.Lookup("ssType").StringValueOK(); t {
+			case "object", "missing", "null", "":
+			default:
+				bad = append(bad, &materialize.DecodeError{Collection: materialize.CollHomework, ID: idStr,
+					Field: materialize.FieldStudentStatus, Reason: "want a document, have BSON " + t})
+			}
 			refs := []watch.EntryRef{}
 			for _, uk := range arrayDocs(raw.Lookup("keys")) {
 				u, ok := uk.Lookup("u").StringValueOK()
 				if !ok {
+					continue
+				}
+				if isDoc, ok := uk.Lookup("doc").BooleanOK(); ok && !isDoc {
+					bad = append(bad, &materialize.DecodeError{Collection: materialize.CollHomework, ID: idStr,
+						Field: materialize.FieldStudentStatus + "." + u, Reason: "want a document"})
 					continue
 				}
 				for _, pk := range arrayStrings(uk.Lookup("p")) {
@@ -277,10 +290,10 @@ func (d *DB) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("read entry keys: %w", err)
+			return nil, nil, fmt.Errorf("read entry keys: %w", err)
 		}
 	}
-	return out, nil
+	return out, bad, nil
 }
 
 // EntriesForProblems implements watch.Source: every (homework, user) with

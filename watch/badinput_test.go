@@ -12,7 +12,6 @@ package watch_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -445,39 +444,18 @@ func biRebuilds(m *watch.Metrics) float64 {
 	return n
 }
 
-// biKnownBug reports a defect of non-test code found by these tests and
-// reported to the maintainers: logged by default, a failure with
-// MATERIALIZER_TEST_KNOWN_BUGS=1 (to reproduce it, or to check a fix).
+// biKnownBug fails a check that once caught a (since fixed) defect of
+// non-test code: it now guards against the regression.
 func biKnownBug(t *testing.T, format string, args ...any) {
 	t.Helper()
-	if os.Getenv("MATERIALIZER_TEST_KNOWN_BUGS") != "" {
-		t.Errorf("KNOWN BUG: "+format, args...)
-		return
-	}
-	t.Logf("KNOWN BUG (set MATERIALIZER_TEST_KNOWN_BUGS=1 to fail): "+format, args...)
+	t.Errorf("regression: "+format, args...)
 }
 
-func biKnownBugsOn() bool { return os.Getenv("MATERIALIZER_TEST_KNOWN_BUGS") != "" }
+// biHugeRefs is the length of problem 6's homeworks list.
+func biHugeRefs() int { return 100_000 }
 
-// biHugeRefs is the length of problem 6's homeworks list: 100k when
-// known bugs are reproduced (ResolveHomeworks is quadratic in it, several
-// seconds per call and per dirty pair), 2k otherwise.
-func biHugeRefs() int {
-	if biKnownBugsOn() {
-		return 100_000
-	}
-	return 2_000
-}
-
-// biHugeStudents is the number of students of biHwHuge: 50k when known
-// bugs are reproduced (memstore's homeworkDoc is quadratic in it, about a
-// minute), 2k otherwise.
-func biHugeStudents() int {
-	if biKnownBugsOn() {
-		return 50_000
-	}
-	return 2_000
-}
+// biHugeStudents is the number of students of biHwHuge.
+func biHugeStudents() int { return 50_000 }
 
 func TestBadInputRebuild(t *testing.T) {
 	c := newBICorpus(biHugeRefs(), biHugeStudents())
@@ -680,27 +658,13 @@ func biWrongIDType(coll string, doc bson.Raw) bool {
 		_, ok := v.ObjectIDOK()
 		return !ok
 	case materialize.CollProblem:
-		_, ok := v.AsInt64OK()
+		_, ok := materialize.IntValue(v) // a whole number only: 7.5 names no problem
 		return !ok
 	case materialize.CollUser:
 		_, ok := v.StringValueOK()
 		return !ok
 	}
 	return false
-}
-
-func biDocByID(c *biCorpus, id any) bson.Raw {
-	t, data, err := bson.MarshalValue(id)
-	if err != nil {
-		panic(err)
-	}
-	want := bson.RawValue{Type: t, Value: data}
-	for _, d := range c.docs {
-		if d.doc.Lookup("_id").Equal(want) {
-			return d.doc
-		}
-	}
-	panic(fmt.Sprintf("no document %v", id))
 }
 
 func biReplaceUser(hw bson.Raw, user string, v any) bson.D {

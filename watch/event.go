@@ -102,10 +102,12 @@ func Pipeline() bson.A {
 }
 
 // DecodeEvent reads a change event as Pipeline projects it. An event whose
-// operation or namespace cannot be read returns an error and a zero Event
-// except for Token; one whose document key or fields cannot be read
-// returns an error and the Event widened to be safe (unknown fields, no
-// pair), which the engine still processes.
+// operation, namespace or document key cannot be read (or whose operation
+// is unknown) returns an error and an Event with an empty Op, which the
+// engine answers with a rebuild; one whose _id has a type Back-End never
+// writes returns an error and an empty Collection (nothing derivable
+// changed); one whose changed fields cannot be read returns an error and
+// the Event widened to "every field changed", which the engine processes.
 func DecodeEvent(raw bson.Raw) (Event, error) {
 	var ev Event
 	if t, err := raw.LookupErr("_id"); err == nil {
@@ -132,18 +134,24 @@ func DecodeEvent(raw bson.Raw) (Event, error) {
 		c.Collection, _ = raw.Lookup("ns", "coll").StringValueOK()
 		return ev, nil
 	case materialize.OpInsert, materialize.OpUpdate, materialize.OpReplace, materialize.OpDelete:
-	default:
-		// Other operations (create, createIndexes, modify, ...) do not
-		// change documents.
+	case "create", "createIndexes", "dropIndexes", "modify", "shardCollection", "reshardCollection", "refineCollectionShardKey":
+		// DDL that changes no document.
 		return ev, nil
+	default:
+		// An operation this version does not know may have changed
+		// anything: the caller cannot narrow it (Op "" asks for a rebuild).
+		c.Op = ""
+		return ev, fmt.Errorf("change event: unknown operationType %q", op)
 	}
 	coll, ok := raw.Lookup("ns", "coll").StringValueOK()
 	if !ok {
+		c.Op = ""
 		return ev, fmt.Errorf("change event %s: no ns.coll", op)
 	}
 	c.Collection = coll
 	id, err := raw.LookupErr("documentKey", "_id")
 	if err != nil {
+		c.Op = ""
 		return ev, fmt.Errorf("change event %s on %s: no documentKey._id", op, coll)
 	}
 	var idErr error
@@ -155,7 +163,7 @@ func DecodeEvent(raw bson.Raw) (Event, error) {
 		if fd, err := raw.LookupErr("fullDocument"); err == nil && (c.Op == materialize.OpInsert || c.Op == materialize.OpReplace) {
 			if d, ok := fd.DocumentOK(); ok {
 				u, uok := d.Lookup("user").StringValueOK()
-				p, pok := d.Lookup("problem").AsInt64OK()
+				p, pok := materialize.IntValue(d.Lookup("problem"))
 				if uok && pok {
 					c.Pair, c.HasPair = materialize.Pair{User: u, Problem: p}, true
 				}
@@ -166,7 +174,7 @@ func DecodeEvent(raw bson.Raw) (Event, error) {
 			idErr = fmt.Errorf("change event on homework: _id is BSON %s, not an ObjectId", id.Type)
 		}
 	case materialize.CollProblem:
-		if c.ProblemID, ok = id.AsInt64OK(); !ok {
+		if c.ProblemID, ok = materialize.IntValue(id); !ok {
 			idErr = fmt.Errorf("change event on problem: _id is BSON %s, not an integer", id.Type)
 		}
 	case materialize.CollUser:

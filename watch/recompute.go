@@ -19,9 +19,9 @@ type Outcome struct {
 	SkippedEntries  int
 	PenaltyErrors   int
 	Malformed       []*materialize.DecodeError
-	NeedRebuild     bool // a key could not be narrowed; a full rebuild must follow
-	Unresolved      int  // submissions whose (user, problem) is unknown
-	InvalidatePairs []materialize.Pair
+	NeedRebuild     bool               // a key could not be narrowed; a full rebuild must follow
+	Unresolved      int                // submissions whose (user, problem) is unknown
+	InvalidatePairs []materialize.Pair // pairs whose submissions changed
 	NewKeys         map[bson.ObjectID][]materialize.Pair
 	Reads           int // source read calls
 
@@ -112,6 +112,11 @@ func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *mat
 		for _, p := range ps {
 			keys.AddUser(p.User)
 			keys.AddPair(p)
+			if !slices.Contains(out.InvalidatePairs, p) {
+				// The Back-End's high score is computed from the pair's
+				// submissions: its cache goes stale when they change.
+				out.InvalidatePairs = append(out.InvalidatePairs, p)
+			}
 		}
 	}
 	return nil
@@ -137,11 +142,12 @@ func expandHomeworks(ctx context.Context, src Source, keys *materialize.Keys, ou
 		return fmt.Errorf("read problems listing homeworks: %w", err)
 	}
 	if len(hws) > 0 {
-		refs, err := src.EntryKeys(ctx, hws)
+		refs, bad, err := src.EntryKeys(ctx, hws)
 		out.Reads++
 		if err != nil {
 			return fmt.Errorf("read homework entry keys: %w", err)
 		}
+		out.Malformed = append(out.Malformed, bad...)
 		for h, rs := range refs {
 			for _, r := range rs {
 				p, ok := materialize.ParseProblemKey(r.ProblemKey)
@@ -174,6 +180,9 @@ func expandHomeworks(ctx context.Context, src Source, keys *materialize.Keys, ou
 			return fmt.Errorf("read homeworks: %w", err)
 		}
 		out.Malformed = append(out.Malformed, bad...)
+		for _, d := range docs {
+			out.Malformed = append(out.Malformed, d.Skipped...) // a named user's value is not a document
+		}
 		for hu := range keys.HomeworkUsers {
 			if d, ok := docs[hu.Homework]; ok {
 				for pk := range d.Students[hu.User] {
@@ -209,6 +218,14 @@ func expandProblems(ctx context.Context, src Source, keys *materialize.Keys, out
 	if err != nil {
 		return fmt.Errorf("read entries of problems: %w", err)
 	}
+	// Read the problems too, so one that cannot be decoded is reported
+	// even when no entry names it (derive reads them again for pairs).
+	if _, bad, err := src.Problems(ctx, ps); err != nil {
+		return fmt.Errorf("read problems: %w", err)
+	} else {
+		out.Malformed = append(out.Malformed, bad...)
+	}
+	out.Reads++
 	for p, hus := range entries {
 		for _, hu := range hus {
 			keys.AddPair(materialize.Pair{User: hu.User, Problem: p}, hu.Homework)
@@ -343,9 +360,6 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 			if doc, ok := hws[h]; ok && doc.HasEntry(pair.User, pair.Problem) && !slices.ContainsFunc(visited, func(x *materialize.Homework) bool { return x.ID == h }) {
 				out.entry(doc, pair.User, pk, materialize.StartEntry())
 			}
-		}
-		if len(byPair[pair]) > 0 {
-			out.InvalidatePairs = append(out.InvalidatePairs, pair)
 		}
 	}
 	for _, r := range out.resets {

@@ -31,8 +31,9 @@ type Source interface {
 	// nil), so a large homework is never read whole for one student.
 	Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*HomeworkDoc, []*materialize.DecodeError, error)
 	// EntryKeys returns the (user, problem key) of every entry of each
-	// named homework: key names only, never entry values.
-	EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]EntryRef, error)
+	// named homework: key names only, never entry values. A studentStatus,
+	// or a user's part of it, that is not a document is reported in bad.
+	EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (keys map[bson.ObjectID][]EntryRef, bad []*materialize.DecodeError, err error)
 	// EntriesForProblems returns, for each named problem, every
 	// (homework, user) holding an entry with key str(problem), in any
 	// homework whether or not the problem lists it.

@@ -57,6 +57,7 @@ others stand by. SIGINT/SIGTERM stop it cleanly (exit 0).`)
 
 	var inv watch.Invalidator
 	if cfg.RedisURL != "" {
+		cache.RouteLibraryLogs(log)
 		rc, err := cache.NewRedis(cfg.RedisURL, metrics, log)
 		if err != nil {
 			return &configError{fmt.Sprintf("%s_REDIS_URL: %v", envPrefix, err)}

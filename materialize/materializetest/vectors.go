@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"testing"
 
@@ -231,7 +232,10 @@ func Stored(docs materialize.Docs) (*materialize.Result, error) {
 		if err != nil {
 			continue
 		}
-		st, _ := materialize.DecodeUserStats(u)
+		st, ok := materialize.DecodeUserStats(u)
+		if !ok {
+			st = unreadableUser
+		}
 		res.Users[name] = st
 	}
 	for _, h := range docs.Homeworks {
@@ -252,7 +256,10 @@ func Stored(docs materialize.Docs) (*materialize.Result, error) {
 					probs, _ := ud.Elements()
 					m := make(map[string]materialize.Entry)
 					for _, pe := range probs {
-						e, _ := materialize.DecodeEntry(pe.Value()) // unreadable values compare unequal
+						e, ok := materialize.DecodeEntry(pe.Value())
+						if !ok {
+							e = unreadableEntry(pe.Value())
+						}
 						m[pe.Key()] = e
 					}
 					entries[ue.Key()] = m
@@ -262,6 +269,17 @@ func Stored(docs materialize.Docs) (*materialize.Result, error) {
 		res.Entries[id] = entries
 	}
 	return res, nil
+}
+
+// unreadableUser stands for stored user fields that are missing or of a
+// non-derived type: it equals no derived value.
+var unreadableUser = materialize.UserStats{Submission: math.MinInt64, ACProblemIDs: []int64{}}
+
+// unreadableEntry stands for a stored entry value that is not a derived
+// entry (garbage left by old code, a number, a foreign key): it equals no
+// derived value, so comparisons report it instead of reading it as zero.
+func unreadableEntry(v bson.RawValue) materialize.Entry {
+	return materialize.Entry{Score: math.MinInt64, SubmissionIDs: []string{"<unreadable " + v.String() + ">"}}
 }
 
 // DiffStored compares the derived values stored in docs with the vector's
