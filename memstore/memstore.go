@@ -244,6 +244,11 @@ func (s *Store) all(coll string) []bson.Raw {
 }
 
 func (s *Store) put(coll, k string, doc bson.Raw) {
+	s.putOwned(coll, k, slices.Clone(doc))
+}
+
+// putOwned stores doc, which the store now owns (no copy).
+func (s *Store) putOwned(coll, k string, doc bson.Raw) {
 	m := s.colls[coll]
 	if m == nil {
 		m = make(map[string]bson.Raw)
@@ -252,7 +257,7 @@ func (s *Store) put(coll, k string, doc bson.Raw) {
 	if _, ok := m[k]; !ok {
 		s.order[coll] = append(s.order[coll], k)
 	}
-	m[k] = slices.Clone(doc)
+	m[k] = doc
 }
 
 // emit appends a change event shaped like watch.Pipeline's output.

@@ -308,7 +308,7 @@ func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
 		if err != nil {
 			return err
 		}
-		s.put(materialize.CollUser, k, patched)
+		s.putOwned(materialize.CollUser, k, patched)
 		s.stats.UserWrites++
 		id, _ := idOf(patched)
 		s.emit("update", materialize.CollUser, id, nil,
@@ -364,11 +364,12 @@ func (s *Store) applyEntries(k string, raw bson.Raw, exists bool, want map[strin
 	if !exists || len(want) == 0 {
 		return nil
 	}
+	stored := storedEntries(raw, want)
 	var changedFields []string
 	for _, f := range fields {
 		// Compare before patching to know which entries change.
 		user, pk := splitEntryField(f)
-		if v, ok := storedEntry(raw, user, pk); ok {
+		if v, ok := stored[user][pk]; ok {
 			if !want[user][pk].MatchesStored(v) {
 				changedFields = append(changedFields, f)
 			} else {
@@ -383,7 +384,7 @@ func (s *Store) applyEntries(k string, raw bson.Raw, exists bool, want map[strin
 	if err != nil {
 		return err
 	}
-	s.put(materialize.CollHomework, k, patched)
+	s.putOwned(materialize.CollHomework, k, patched)
 	for _, f := range changedFields {
 		s.stats.EntryWrites++
 		s.emit("update", materialize.CollHomework, id, nil, []string{f})
@@ -391,33 +392,37 @@ func (s *Store) applyEntries(k string, raw bson.Raw, exists bool, want map[strin
 	return nil
 }
 
-// storedEntry finds studentStatus.<user>.<pk> as DecodeHomework and
-// PatchHomework see it: among duplicate user keys, the document-valued
-// ones, the last winning (Lookup would stop at the first, even a
-// non-document).
-func storedEntry(raw bson.Raw, user, pk string) (bson.RawValue, bool) {
+// storedEntries returns the stored values of the entries of the users in
+// want, in one pass over studentStatus, as DecodeHomework and
+// PatchHomework see them: among duplicate user keys only document values
+// count, the last winning.
+func storedEntries(raw bson.Raw, want map[string]map[string]materialize.Entry) map[string]map[string]bson.RawValue {
+	out := make(map[string]map[string]bson.RawValue, len(want))
 	ss, err := raw.LookupErr(materialize.FieldStudentStatus)
 	if err != nil {
-		return bson.RawValue{}, false
+		return out
 	}
 	ssd, ok := ss.DocumentOK()
 	if !ok {
-		return bson.RawValue{}, false
+		return out
 	}
 	elems, _ := ssd.Elements()
-	var found bson.RawValue
-	var ok2 bool
 	for _, ue := range elems {
-		if ue.Key() != user {
+		if _, ok := want[ue.Key()]; !ok {
 			continue
 		}
-		if ud, isDoc := ue.Value().DocumentOK(); isDoc {
-			if v, err := ud.LookupErr(pk); err == nil {
-				found, ok2 = v, true
-			}
+		ud, isDoc := ue.Value().DocumentOK()
+		if !isDoc {
+			continue
 		}
+		pes, _ := ud.Elements()
+		m := make(map[string]bson.RawValue, len(pes))
+		for _, e := range pes {
+			m[e.Key()] = e.Value()
+		}
+		out[ue.Key()] = m
 	}
-	return found, ok2
+	return out
 }
 
 // splitEntryField splits "studentStatus.<user>.<problemKey>"; the problem

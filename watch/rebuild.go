@@ -16,7 +16,8 @@ type RebuildOptions struct {
 	DryRun bool
 	// MaxDiffs is how many differences to keep in the report (verify).
 	MaxDiffs int
-	// FlushEvery is how many writes are buffered before one bulk Apply.
+	// FlushEvery is how many writes are buffered before one bulk Apply
+	// (10,000 when zero; adapters split it into server-sized bulk writes).
 	FlushEvery int
 	// Guard, when set, is called before every write; an error stops the
 	// rebuild (see Engine.WriteGuard).
@@ -64,7 +65,7 @@ func (r *RebuildReport) Drift() int { return r.DriftedUsers + r.DriftedEntries }
 // catalog (problems, homeworks with entry values, users) and one group.
 func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts RebuildOptions) (*RebuildReport, error) {
 	if opts.FlushEvery <= 0 {
-		opts.FlushEvery = 1000
+		opts.FlushEvery = 10_000
 	}
 	rep := &RebuildReport{}
 	var err error
@@ -102,6 +103,7 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 
 	var group []materialize.Submission
 	keys := make(map[bson.ObjectID][]materialize.Pair)
+	var pairBuf []materialize.Pair
 	flushGroup := func() error {
 		if len(group) == 0 {
 			return nil
@@ -120,7 +122,12 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 		}
 		group = append(group, s)
 		if !opts.DryRun {
-			keys[s.ID] = []materialize.Pair{{User: s.User, Problem: s.Problem}}
+			// One backing array per flush instead of one slice per submission.
+			if len(pairBuf) == cap(pairBuf) {
+				pairBuf = make([]materialize.Pair, 0, 10*opts.FlushEvery)
+			}
+			pairBuf = append(pairBuf, materialize.Pair{User: s.User, Problem: s.Problem})
+			keys[s.ID] = pairBuf[len(pairBuf)-1 : len(pairBuf) : len(pairBuf)]
 			if len(keys) >= 10*opts.FlushEvery {
 				if err := opts.guard(ctx); err != nil {
 					return err
