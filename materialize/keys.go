@@ -71,6 +71,10 @@ type Keys struct {
 	Homeworks     map[bson.ObjectID]struct{}
 	HomeworkUsers map[HomeworkUser]struct{}
 	Problems      map[int64]struct{}
+	// IfSubmitted are pairs in Pairs that need recomputing only if the
+	// user has a submission of the problem: without one, every entry of
+	// the pair already holds the start value, whatever the change.
+	IfSubmitted map[Pair]struct{}
 	// Rebuild is set when a change cannot be narrowed (a watched
 	// collection or the database was dropped or renamed).
 	Rebuild bool
@@ -85,6 +89,7 @@ func NewKeys() *Keys {
 		Homeworks:     make(map[bson.ObjectID]struct{}),
 		HomeworkUsers: make(map[HomeworkUser]struct{}),
 		Problems:      make(map[int64]struct{}),
+		IfSubmitted:   make(map[Pair]struct{}),
 	}
 }
 
@@ -132,6 +137,9 @@ func (k *Keys) Merge(o *Keys) {
 	}
 	for p := range o.Problems {
 		k.Problems[p] = struct{}{}
+	}
+	for p := range o.IfSubmitted {
+		k.IfSubmitted[p] = struct{}{}
 	}
 	k.Rebuild = k.Rebuild || o.Rebuild
 }
@@ -245,6 +253,9 @@ func extractHomeworkField(k *Keys, h bson.ObjectID, f string) {
 		}
 		if p, ok := ParseProblemKey(parts[i]); ok {
 			k.AddPair(Pair{user, p}, h)
+			if i+1 < len(parts) && entryFields[parts[i+1]] {
+				break // the rest is a path inside the entry (…7.score)
+			}
 		} else {
 			// studentStatus.<user>.<key no problem id renders to>: such
 			// an entry is reset through the user's keys in the homework.
@@ -252,6 +263,10 @@ func extractHomeworkField(k *Keys, h bson.ObjectID, f string) {
 		}
 	}
 }
+
+// entryFields are the keys of a studentStatus entry; a changed path
+// reaching one of them lies inside an entry.
+var entryFields = map[string]bool{"score": true, "problemStatus": true, "submissionIds": true, "rawScore": true}
 
 // appendNew appends the pairs of ps not already in s.
 func appendNew(s []Pair, ps ...Pair) []Pair {

@@ -194,7 +194,13 @@ func expandHomeworks(ctx context.Context, src Source, keys *materialize.Keys, ou
 				}
 			}
 			for _, p := range listing[hu.Homework] {
-				keys.AddPair(materialize.Pair{User: hu.User, Problem: p})
+				// The user's entries for p elsewhere change only if
+				// submissions of p reach them.
+				pair := materialize.Pair{User: hu.User, Problem: p}
+				if _, ok := keys.Pairs[pair]; !ok {
+					keys.IfSubmitted[pair] = struct{}{}
+				}
+				keys.AddPair(pair)
 			}
 		}
 	}
@@ -265,6 +271,13 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 		p := materialize.Pair{User: s.User, Problem: s.Problem}
 		if _, ok := keys.Pairs[p]; ok {
 			byPair[p] = append(byPair[p], s)
+		}
+	}
+
+	// Pairs that matter only with a submission (see Keys.IfSubmitted).
+	for p := range keys.IfSubmitted {
+		if len(byPair[p]) == 0 && len(keys.Pairs[p]) == 0 {
+			delete(keys.Pairs, p)
 		}
 	}
 
