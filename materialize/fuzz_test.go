@@ -8,46 +8,10 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 )
-
-// fuzzDeepValid reports whether b is exactly one BSON document, valid at
-// every depth: bson.Raw.Validate checks only the top level, and it accepts
-// elements that run past the document's declared length.
-func fuzzDeepValid(b []byte) bool {
-	return fuzzValidDoc(b, 0)
-}
-
-func fuzzValidDoc(d []byte, depth int) bool {
-	length, _, ok := bsoncore.ReadLength(d)
-	if !ok || depth > 200 || length < 5 || int(length) != len(d) || d[length-1] != 0 {
-		return false
-	}
-	rem := d[4 : length-1]
-	for len(rem) > 0 {
-		var e bsoncore.Element
-		e, rem, ok = bsoncore.ReadElement(rem)
-		if !ok || e.Validate() != nil {
-			return false
-		}
-		v := e.Value()
-		switch v.Type {
-		case bsoncore.TypeEmbeddedDocument, bsoncore.TypeArray:
-			if !fuzzValidDoc(v.Data, depth+1) {
-				return false
-			}
-		case bsoncore.TypeCodeWithScope:
-			_, scope, ok := v.CodeWithScopeOK()
-			if !ok || !fuzzValidDoc(scope, depth+1) {
-				return false
-			}
-		}
-	}
-	return true
-}
 
 // fuzzSourceSeeds are the corpus documents (all but the huge ones) and the
 // source documents of the derive vectors.
@@ -86,7 +50,7 @@ func FuzzDecodeSource(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if !fuzzDeepValid(data) {
+		if !mtest.DeepValidBSON(data) {
 			return
 		}
 		raw := bson.Raw(data)
@@ -168,7 +132,7 @@ func fuzzCheckPatchUser(t *testing.T, raw bson.Raw) {
 	if err != nil {
 		t.Fatalf("PatchUser of valid BSON: %v", err)
 	}
-	if !fuzzDeepValid(out) {
+	if !mtest.DeepValidBSON(out) {
 		t.Fatalf("PatchUser produced invalid BSON")
 	}
 	got, ok := materialize.DecodeUserStats(out)
@@ -250,7 +214,7 @@ func fuzzCheckPatchHomework(t *testing.T, raw bson.Raw) {
 	if err != nil {
 		t.Fatalf("PatchHomework of valid BSON: %v", err)
 	}
-	if !fuzzDeepValid(out) {
+	if !mtest.DeepValidBSON(out) {
 		t.Fatalf("PatchHomework produced invalid BSON")
 	}
 	// Walk both documents in lockstep: same keys in the same order at the

@@ -5,47 +5,11 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 	"github.com/normal-oj/noj-materializer/watch"
 )
-
-// fuzzEvDeepValid reports whether b is exactly one BSON document, valid at
-// every depth: bson.Raw.Validate checks only the top level, and it accepts
-// elements that run past the document's declared length.
-func fuzzEvDeepValid(b []byte) bool {
-	return fuzzEvValidDoc(b, 0)
-}
-
-func fuzzEvValidDoc(d []byte, depth int) bool {
-	length, _, ok := bsoncore.ReadLength(d)
-	if !ok || depth > 200 || length < 5 || int(length) != len(d) || d[length-1] != 0 {
-		return false
-	}
-	rem := d[4 : length-1]
-	for len(rem) > 0 {
-		var e bsoncore.Element
-		e, rem, ok = bsoncore.ReadElement(rem)
-		if !ok || e.Validate() != nil {
-			return false
-		}
-		v := e.Value()
-		switch v.Type {
-		case bsoncore.TypeEmbeddedDocument, bsoncore.TypeArray:
-			if !fuzzEvValidDoc(v.Data, depth+1) {
-				return false
-			}
-		case bsoncore.TypeCodeWithScope:
-			_, scope, ok := v.CodeWithScopeOK()
-			if !ok || !fuzzEvValidDoc(scope, depth+1) {
-				return false
-			}
-		}
-	}
-	return true
-}
 
 // fuzzEventSeeds are well-formed events of every collection and operation
 // as watch.Pipeline projects them, and the malformed events of the
@@ -94,7 +58,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if !fuzzEvDeepValid(data) {
+		if !mtest.DeepValidBSON(data) {
 			return
 		}
 		ev, err := watch.DecodeEvent(bson.Raw(data))
