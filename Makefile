@@ -75,6 +75,10 @@ bench: ## Benchmarks over the in-memory store (no server)
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
 
 bench-integration: ## End-to-end benchmarks: need MATERIALIZER_TEST_MONGODB_URI (a replica set) or Docker
+	@if [ -z "$${MATERIALIZER_TEST_MONGODB_URI:-}" ]; then \
+	  echo "MATERIALIZER_TEST_MONGODB_URI is not set: the benchmarks start a MongoDB replica set with Docker (testcontainers), or skip without an engine (run with -v to see why)."; \
+	  echo "  e.g. MATERIALIZER_TEST_MONGODB_URI='mongodb://127.0.0.1:27017/?directConnection=true' make bench-integration"; \
+	fi
 	MATERIALIZER_TEST_MONGODB_URI="$${MATERIALIZER_TEST_MONGODB_URI:-}" \
 	  $(GO) test -count=1 -run '^$$' -bench Integration -benchmem -timeout 60m $(PKGS)
 
@@ -82,13 +86,16 @@ docker-build: ## Build the container image noj-materializer:VERSION (needs Docke
 	docker build -f docker/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -t $(IMAGE):latest .
 
 up: ## Demo: MongoDB replica set + seed data + daemon on :9090 (needs Docker; REDIS=1 adds Redis)
+	@docker info >/dev/null 2>&1 || { echo "make up needs a running Docker engine (docker info fails); see README 'Prerequisites'" >&2; exit 2; }
 	$(COMPOSE_ENV) $(COMPOSE) -f $(COMPOSE_FILE) up -d --build
 	@echo "materializer: http://localhost:9090/metrics  /healthz  /readyz   (logs: make logs)"
 
 down: ## Stop the demo and delete its data (needs Docker)
+	@docker info >/dev/null 2>&1 || { echo "make down needs a running Docker engine" >&2; exit 2; }
 	COMPOSE_PROFILES=redis $(COMPOSE) -f $(COMPOSE_FILE) down -v --remove-orphans
 
 logs: ## Follow the demo's logs (needs Docker)
+	@docker info >/dev/null 2>&1 || { echo "make logs needs a running Docker engine" >&2; exit 2; }
 	$(COMPOSE) -f $(COMPOSE_FILE) logs -f --tail=100
 
 compose-config: ## Validate docker/compose.yml without a Docker engine

@@ -39,6 +39,9 @@ type Change struct {
 	Pair    Pair
 	HasPair bool
 
+	// RenamedTo is the target collection of a rename event.
+	RenamedTo string
+
 	// Fields are the dotted paths an update changed (updatedFields keys,
 	// removedFields and truncated arrays). Nil means unknown: every field
 	// may have changed.
@@ -187,7 +190,12 @@ func touchesAny(fields, relevant []string) bool {
 func Extract(c Change) *Keys {
 	k := NewKeys()
 	switch c.Op {
-	case OpDrop, OpRename, OpDropDatabase, OpInvalidate:
+	case OpDrop, OpRename:
+		// Only a source collection matters (not the materializer's own, nor
+		// Back-End's others); a rename into one counts too.
+		k.Rebuild = sourceCollection(c.Collection) || sourceCollection(c.RenamedTo)
+		return k
+	case OpDropDatabase, OpInvalidate:
 		k.Rebuild = true
 		return k
 	}
@@ -267,6 +275,14 @@ func extractHomeworkField(k *Keys, h bson.ObjectID, f string) {
 // entryFields are the keys of a studentStatus entry; a changed path
 // reaching one of them lies inside an entry.
 var entryFields = map[string]bool{"score": true, "problemStatus": true, "submissionIds": true, "rawScore": true}
+
+func sourceCollection(c string) bool {
+	switch c {
+	case CollSubmission, CollHomework, CollProblem, CollUser:
+		return true
+	}
+	return false
+}
 
 // appendNew appends the pairs of ps not already in s.
 func appendNew(s []Pair, ps ...Pair) []Pair {

@@ -2,6 +2,7 @@ package mongodb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -18,14 +19,30 @@ import (
 // database's majority write concern. Unordered: one failing model (say, a
 // homework whose studentStatus.<user> is not a document) does not stop
 // the others; the error reports every failure.
+//
+// Models the server refused for good (write errors without a write concern
+// error: a document grown past 16 MB, a validator) do not stop the other
+// chunks; they are reported at the end wrapped in watch.ErrWriteRejected,
+// since retrying them cannot succeed.
 func (d *DB) bulk(ctx context.Context, coll *mongo.Collection, what string, models []mongo.WriteModel) error {
+	var rejected []error
 	for chunk := range slices.Chunk(models, writeChunk) {
 		wctx, cancel := d.writeCtx(ctx)
 		_, err := coll.BulkWrite(wctx, chunk, options.BulkWrite().SetOrdered(false))
 		cancel()
+		var bwe mongo.BulkWriteException
+		if errors.As(err, &bwe) && len(bwe.WriteErrors) > 0 && bwe.WriteConcernError == nil && !mongo.IsNetworkError(err) {
+			for _, we := range bwe.WriteErrors {
+				rejected = append(rejected, fmt.Errorf("model %d: code %d: %s", we.Index, we.Code, we.Message))
+			}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("write %d %s to %s: %w", len(chunk), what, coll.Name(), err)
 		}
+	}
+	if len(rejected) > 0 {
+		return fmt.Errorf("%d %s to %s refused: %w: %w", len(rejected), what, coll.Name(), errors.Join(rejected...), watch.ErrWriteRejected)
 	}
 	return nil
 }
@@ -39,6 +56,7 @@ func (d *DB) Apply(ctx context.Context, w *watch.Writes) error {
 	if w == nil {
 		return nil
 	}
+	var rejected []error
 	if len(w.Users) > 0 {
 		models := make([]mongo.WriteModel, len(w.Users))
 		for i, uw := range w.Users {
@@ -46,7 +64,10 @@ func (d *DB) Apply(ctx context.Context, w *watch.Writes) error {
 			models[i] = mongo.NewUpdateOneModel().SetFilter(f).SetUpdate(u).SetUpsert(false)
 		}
 		if err := d.bulk(ctx, d.users, "user updates", models); err != nil {
-			return fmt.Errorf("apply: %w", err)
+			if !errors.Is(err, watch.ErrWriteRejected) {
+				return fmt.Errorf("apply: %w", err)
+			}
+			rejected = append(rejected, err) // the entries still go
 		}
 	}
 	if len(w.Entries) > 0 {
@@ -56,8 +77,14 @@ func (d *DB) Apply(ctx context.Context, w *watch.Writes) error {
 			models[i] = mongo.NewUpdateOneModel().SetFilter(f).SetUpdate(u).SetUpsert(false)
 		}
 		if err := d.bulk(ctx, d.homeworks, "entry updates", models); err != nil {
-			return fmt.Errorf("apply: %w", err)
+			if !errors.Is(err, watch.ErrWriteRejected) {
+				return fmt.Errorf("apply: %w", err)
+			}
+			rejected = append(rejected, err)
 		}
+	}
+	if len(rejected) > 0 {
+		return fmt.Errorf("apply: %w", errors.Join(rejected...))
 	}
 	return nil
 }

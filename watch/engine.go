@@ -83,15 +83,17 @@ type Engine struct {
 	Now         func() time.Time                           // time.Now when nil
 	Sleep       func(ctx context.Context, d time.Duration) // a context-aware sleep when nil
 	// WriteGuard, when set, is called before every write (derived values,
-	// key index, checkpoint); an error aborts the write and stops the
-	// engine. The Leader uses it to stop writing once the lease could
-	// have expired unrenewed.
-	WriteGuard func(ctx context.Context) error
+	// key index, checkpoint): an error aborts the write and stops the
+	// engine; a non-zero deadline bounds the write, all its bulk chunks
+	// included. The Leader uses it so no write starts once the lease could
+	// expire unrenewed and none outlives the lease.
+	WriteGuard func(ctx context.Context) (deadline time.Time, err error)
 	Config     Config
 
 	deriver  *materialize.Deriver
 	lastSave time.Time
 	cp       resume.Checkpoint
+	deferred error // a stream error met after part of a batch was read
 }
 
 func (e *Engine) init() {
@@ -249,6 +251,10 @@ func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
 // collect reads events until the batch is full, its wait has elapsed, or
 // the stream is quiet. quiet reports that the last poll found no event.
 func (e *Engine) collect(ctx context.Context, st Stream) (batch []Event, quiet bool, err error) {
+	if err := e.deferred; err != nil {
+		e.deferred = nil
+		return nil, false, err
+	}
 	var deadline time.Time
 	for len(batch) < e.Config.BatchSize {
 		if ctx.Err() != nil {
@@ -259,7 +265,15 @@ func (e *Engine) collect(ctx context.Context, st Stream) (batch []Event, quiet b
 			if ctx.Err() != nil {
 				return nil, false, nil
 			}
-			return nil, false, fmt.Errorf("read change stream: %w", err)
+			err = fmt.Errorf("read change stream: %w", err)
+			if len(batch) > 0 {
+				// Process what was read (its token is then saved) and
+				// report the error on the next call: a stream the server
+				// closes after an invalidate must not lose that event.
+				e.deferred = err
+				return batch, false, nil
+			}
+			return nil, false, err
 		}
 		if !ok {
 			return batch, true, nil
@@ -275,6 +289,9 @@ func (e *Engine) collect(ctx context.Context, st Stream) (batch []Event, quiet b
 		}
 		e.Metrics.Events.WithLabelValues(ev.Change.Collection, string(ev.Change.Op)).Inc()
 		batch = append(batch, ev)
+		if ev.Change.Op == materialize.OpInvalidate {
+			break // the server closes the stream after it
+		}
 		if len(batch) == 1 {
 			deadline = e.Now().Add(e.Config.BatchMaxWait)
 		} else if !e.Now().Before(deadline) {
@@ -310,17 +327,26 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 		_, err := e.rebuild(ctx, "unresolved")
 		return err
 	}
-	if err := e.guard(ctx); err != nil {
+	wctx, cancel, err := e.writeCtx(ctx)
+	if err != nil {
 		return err
 	}
+	defer cancel()
 	if len(out.NewKeys) > 0 {
-		if err := e.Store.RecordKeys(ctx, out.NewKeys); err != nil {
+		if err := e.Store.RecordKeys(wctx, out.NewKeys); err != nil {
 			return fmt.Errorf("record submission keys: %w: %w", err, ErrTransient)
 		}
 	}
 	if out.Writes.Len() > 0 {
-		if err := e.Store.Apply(ctx, &out.Writes); err != nil {
-			return fmt.Errorf("write derived values: %w: %w", err, ErrTransient)
+		if err := e.Store.Apply(wctx, &out.Writes); err != nil {
+			if !errors.Is(err, ErrWriteRejected) {
+				return fmt.Errorf("write derived values: %w: %w", err, ErrTransient)
+			}
+			// The server refused some writes for good (a document
+			// grown past 16 MB, a validator): retrying cannot help, and
+			// stopping would stall every other key. Report and go on.
+			e.Metrics.WritesRejected.Inc()
+			e.Log.Error().Err(err).Msg("derived writes rejected by the server; skipped")
 		}
 	}
 	if e.Cache != nil && len(out.InvalidatePairs) > 0 {
@@ -386,10 +412,12 @@ func (e *Engine) rebuildAndCheckpoint(ctx context.Context, reason string, out **
 	}
 	cp := resume.Checkpoint{StartAt: streamStart(rep.StartAt), ClusterTime: rep.StartAt, RebuiltAt: e.Now(), SavedAt: e.Now(),
 		Epoch: e.Config.Epoch, Owner: e.Config.Owner}
-	if err := e.guard(ctx); err != nil {
+	wctx, cancel, err := e.writeCtx(ctx)
+	if err != nil {
 		return resume.Checkpoint{}, err
 	}
-	if err := e.Checkpoints.SaveCheckpoint(ctx, cp); err != nil {
+	defer cancel()
+	if err := e.Checkpoints.SaveCheckpoint(wctx, cp); err != nil {
 		return resume.Checkpoint{}, e.saveErr(err)
 	}
 	e.Metrics.Checkpoints.Inc()
@@ -427,10 +455,12 @@ func (e *Engine) save(ctx context.Context, token bson.Raw, ct bson.Timestamp) er
 	}
 	cp.SavedAt = e.Now()
 	cp.Epoch, cp.Owner = e.Config.Epoch, e.Config.Owner
-	if err := e.guard(ctx); err != nil {
+	wctx, cancel, err := e.writeCtx(ctx)
+	if err != nil {
 		return err
 	}
-	if err := e.Checkpoints.SaveCheckpoint(ctx, cp); err != nil {
+	defer cancel()
+	if err := e.Checkpoints.SaveCheckpoint(wctx, cp); err != nil {
 		return e.saveErr(err)
 	}
 	e.cp = cp
@@ -439,18 +469,34 @@ func (e *Engine) save(ctx context.Context, token bson.Raw, ct bson.Timestamp) er
 	return nil
 }
 
+// ErrWriteRejected is wrapped by Writer.Apply when the server refused some
+// writes for a reason a retry cannot fix (the other writes landed); the
+// engine reports them and moves on.
+var ErrWriteRejected = errors.New("derived writes rejected")
+
 // ErrLeaseExpiring is returned by a Leader's write guard when the lease
 // could expire before a write completes: the engine stops, unwritten.
 var ErrLeaseExpiring = errors.New("lease may expire: writes stopped")
 
-func (e *Engine) guard(ctx context.Context) error {
-	if e.WriteGuard == nil {
-		return nil
+// writeCtx asks the write guard for permission and returns the context
+// the write must run under.
+func (e *Engine) writeCtx(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	return guardCtx(ctx, e.WriteGuard)
+}
+
+func guardCtx(ctx context.Context, g func(context.Context) (time.Time, error)) (context.Context, context.CancelFunc, error) {
+	if g == nil {
+		return ctx, func() {}, nil
 	}
-	if err := e.WriteGuard(ctx); err != nil {
-		return fmt.Errorf("write guard: %w", err)
+	deadline, err := g(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("write guard: %w", err)
 	}
-	return nil
+	if deadline.IsZero() {
+		return ctx, func() {}, nil
+	}
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	return wctx, cancel, nil
 }
 
 func (e *Engine) saveErr(err error) error {

@@ -92,6 +92,7 @@ func Pipeline() bson.A {
 		bson.M{"$project": bson.M{
 			"operationType":        1,
 			"ns":                   1,
+			"to":                   1,
 			"documentKey":          1,
 			"clusterTime":          1,
 			"fullDocument.user":    1,
@@ -132,6 +133,7 @@ func DecodeEvent(raw bson.Raw) (Event, error) {
 	switch c.Op {
 	case materialize.OpDrop, materialize.OpRename, materialize.OpDropDatabase, materialize.OpInvalidate:
 		c.Collection, _ = raw.Lookup("ns", "coll").StringValueOK()
+		c.RenamedTo, _ = raw.Lookup("to", "coll").StringValueOK()
 		return ev, nil
 	case materialize.OpInsert, materialize.OpUpdate, materialize.OpReplace, materialize.OpDelete:
 	case "create", "createIndexes", "dropIndexes", "modify", "shardCollection", "reshardCollection", "refineCollectionShardKey":

@@ -38,15 +38,7 @@ type Leader struct {
 // Run campaigns for the lease and runs an engine for each term until ctx
 // is cancelled (nil) or an engine fails with a non-retryable error.
 func (l *Leader) Run(ctx context.Context) error {
-	if l.Now == nil {
-		l.Now = time.Now
-	}
-	if l.Margin <= 0 {
-		l.Margin = l.TTL / 3
-	}
-	if l.Metrics == nil {
-		l.Metrics = NewMetrics(nil)
-	}
+	l.defaults()
 	every := l.TTL / 3
 	for ctx.Err() == nil {
 		lease, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, l.Now())
@@ -56,8 +48,12 @@ func (l *Leader) Run(ctx context.Context) error {
 		case !ok:
 			l.Log.Debug().Str("holder", lease.Owner).Int64("epoch", lease.Epoch).Msg("lease held by another instance; standing by")
 		default:
-			if err := l.term(ctx, lease, every); err != nil {
+			lost, err := l.term(ctx, lease, every, func(ctx context.Context, e *Engine) error { return e.Run(ctx) })
+			if err != nil {
 				return err
+			}
+			if !lost {
+				return nil
 			}
 			continue
 		}
@@ -67,8 +63,51 @@ func (l *Leader) Run(ctx context.Context) error {
 	return nil
 }
 
-// term runs the engine while the lease is held.
-func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Duration) error {
+// ErrLeaseHeld is returned by Do when another instance holds the lease.
+var ErrLeaseHeld = errors.New("lease held by another instance")
+
+// Do runs one job (a rebuild, say) under the lease: it acquires the lease
+// once (ErrLeaseHeld, naming the holder, when another instance has it),
+// renews it while job runs, guards every write as Run does, and releases
+// it afterwards. A lease lost mid-job cancels the job and returns
+// ErrLeaseExpiring.
+func (l *Leader) Do(ctx context.Context, job func(ctx context.Context, eng *Engine) error) error {
+	l.defaults()
+	lease, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, l.Now())
+	if err != nil {
+		return fmt.Errorf("acquire lease: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s holds epoch %d until %s", ErrLeaseHeld, lease.Owner, lease.Epoch, lease.Expires.Format(time.RFC3339))
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = l.Leases.Release(rctx, l.Owner, lease.Epoch)
+		cancel()
+	}()
+	lost, err := l.term(ctx, lease, l.TTL/3, job)
+	if err == nil && lost && ctx.Err() == nil {
+		return ErrLeaseExpiring
+	}
+	return err
+}
+
+func (l *Leader) defaults() {
+	if l.Now == nil {
+		l.Now = time.Now
+	}
+	if l.Margin <= 0 {
+		l.Margin = l.TTL / 3
+	}
+	if l.Metrics == nil {
+		l.Metrics = NewMetrics(nil)
+	}
+}
+
+// term runs job on a new engine while the lease is held, renewing it.
+// lost reports that the term ended because the lease was (or could be)
+// lost rather than because job finished or ctx ended.
+func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Duration, job func(context.Context, *Engine) error) (lost bool, err error) {
 	l.Log.Info().Int64("epoch", lease.Epoch).Msg("lease acquired; streaming")
 	l.Metrics.LeaseHeld.Set(1)
 	l.Metrics.LeaseEpoch.Set(float64(lease.Epoch))
@@ -80,15 +119,17 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 	var renewedNanos atomic.Int64
 	renewedNanos.Store(l.Now().UnixNano())
 	eng := l.NewEngine(lease.Epoch)
-	// No write may start once the lease could expire unrenewed; writes in
-	// flight are bounded by the write timeout, shorter than Margin.
-	eng.WriteGuard = func(context.Context) error {
-		if l.Now().Sub(time.Unix(0, renewedNanos.Load())) >= l.TTL-l.Margin {
-			return ErrLeaseExpiring
+	// No write may start once the lease could expire unrenewed, and none
+	// may run past the point it could.
+	eng.WriteGuard = func(context.Context) (time.Time, error) {
+		renewed := time.Unix(0, renewedNanos.Load())
+		if l.Now().Sub(renewed) >= l.TTL-l.Margin {
+			return time.Time{}, ErrLeaseExpiring
 		}
-		return nil
+		// Cut any write off before the lease can expire.
+		return renewed.Add(l.TTL - l.Margin/2), nil
 	}
-	go func() { done <- eng.Run(engCtx) }()
+	go func() { done <- job(engCtx, eng) }()
 
 	renewed := l.Now()
 	tick := time.NewTicker(every)
@@ -102,16 +143,16 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 				_ = l.Leases.Release(rctx, l.Owner, lease.Epoch)
 				rcancel()
-				return nil
+				return false, nil
 			}
 			if errors.Is(err, resume.ErrFenced) || errors.Is(err, ErrLeaseExpiring) {
 				l.Log.Warn().Err(err).Int64("epoch", lease.Epoch).Msg("lease lost; standing by")
-				return nil
+				return true, nil
 			}
 			if err == nil {
-				return nil
+				return false, nil
 			}
-			return fmt.Errorf("engine (lease epoch %d): %w", lease.Epoch, err)
+			return false, fmt.Errorf("lease epoch %d: %w", lease.Epoch, err)
 		case <-tick.C:
 			start := l.Now()
 			cur, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, start)
@@ -123,7 +164,7 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 				l.Log.Warn().Str("holder", cur.Owner).Int64("epoch", cur.Epoch).Msg("lease lost; stopping the engine")
 				cancel()
 				<-done
-				return nil
+				return true, nil
 			default:
 				l.Log.Warn().Err(err).Msg("lease: renewal failed")
 			}
@@ -131,7 +172,7 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 				l.Log.Warn().Dur("since_renewal", l.Now().Sub(renewed)).Msg("lease about to expire unrenewed; stopping the engine")
 				cancel()
 				<-done
-				return nil
+				return true, nil
 			}
 		}
 	}

@@ -56,9 +56,9 @@ func (s *leaseSim) engineFor(in *instance) *watch.Engine {
 	eng := &watch.Engine{Store: s.w.st, Feed: s.w.st, Checkpoints: s.w.st, Log: zerolog.Nop(),
 		Now:    func() time.Time { return s.now },
 		Config: watch.Config{BatchSize: 5, BatchMaxWait: time.Hour, Epoch: in.epoch, Owner: in.owner}}
-	eng.WriteGuard = func(context.Context) error {
+	eng.WriteGuard = func(context.Context) (time.Time, error) {
 		if s.now.Sub(in.renewed) >= simTTL-simMargin {
-			return watch.ErrLeaseExpiring
+			return time.Time{}, watch.ErrLeaseExpiring
 		}
 		if s.stall != nil && s.stall() {
 			other := s.inst[0]
@@ -70,7 +70,7 @@ func (s *leaseSim) engineFor(in *instance) *watch.Engine {
 				s.act(other)
 			}
 		}
-		return nil
+		return time.Time{}, nil // the simulated clock is not a real deadline
 	}
 	return eng
 }

@@ -13,6 +13,7 @@ type Metrics struct {
 	KeysRecomputed  *prometheus.CounterVec // kind: user, pair
 	Writes          *prometheus.CounterVec // kind: user, entry
 	WritesSkipped   *prometheus.CounterVec // kind: user, entry (equal to stored)
+	WritesRejected  prometheus.Counter
 	PenaltyErrors   prometheus.Counter
 	Malformed       *prometheus.CounterVec // by collection
 	Rebuilds        *prometheus.CounterVec // reason
@@ -44,6 +45,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Derived values written because they differed from the stored ones, by kind (user, entry)."}, []string{"kind"}),
 		WritesSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "writes_skipped_total",
 			Help: "Derived values not written because the stored value was already equal, by kind."}, []string{"kind"}),
+		WritesRejected: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "writes_rejected_total",
+			Help: "Bulk writes with derived values the server refused for good (e.g. a document over 16 MB); reported and skipped."}),
 		PenaltyErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "penalty_errors_total",
 			Help: "Penalty evaluations that failed (gained 0), including running scores that would leave int64."}),
 		Malformed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "malformed_documents_total",
@@ -72,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Submission events whose (user, problem) could not be found (triggers a rebuild)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Events, m.BadEvents, m.Batches, m.KeysRecomputed, m.Writes, m.WritesSkipped,
+		reg.MustRegister(m.Events, m.BadEvents, m.Batches, m.KeysRecomputed, m.Writes, m.WritesSkipped, m.WritesRejected,
 			m.PenaltyErrors, m.Malformed, m.Rebuilds, m.Restarts, m.Checkpoints, m.LagSeconds, m.StreamOpen,
 			m.LeaseHeld, m.LeaseEpoch, m.CacheDeletes, m.CacheFailures, m.BatchSeconds, m.UnresolvedPairs)
 	}

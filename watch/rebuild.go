@@ -2,7 +2,10 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -20,15 +23,8 @@ type RebuildOptions struct {
 	// (10,000 when zero; adapters split it into server-sized bulk writes).
 	FlushEvery int
 	// Guard, when set, is called before every write; an error stops the
-	// rebuild (see Engine.WriteGuard).
-	Guard func(ctx context.Context) error
-}
-
-func (o RebuildOptions) guard(ctx context.Context) error {
-	if o.Guard == nil {
-		return nil
-	}
-	return o.Guard(ctx)
+	// rebuild, a deadline bounds the write (see Engine.WriteGuard).
+	Guard func(ctx context.Context) (time.Time, error)
 }
 
 // Diff is one derived value that differs from what is stored.
@@ -51,6 +47,7 @@ type RebuildReport struct {
 	Malformed       []*materialize.DecodeError
 	Diffs           []Diff
 	KeyIndexRecords int
+	Rejected        int // bulk writes the server refused for good (reported, skipped)
 }
 
 // Drift is the number of derived values that differ from what is stored.
@@ -126,13 +123,25 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 			if len(pairBuf) == cap(pairBuf) {
 				pairBuf = make([]materialize.Pair, 0, 10*opts.FlushEvery)
 			}
-			pairBuf = append(pairBuf, materialize.Pair{User: s.User, Problem: s.Problem})
-			keys[s.ID] = pairBuf[len(pairBuf)-1 : len(pairBuf) : len(pairBuf)]
+			p := materialize.Pair{User: s.User, Problem: s.Problem}
+			if prev, seen := keys[s.ID]; seen {
+				// A cursor is not isolated: a submission whose (user,
+				// problem) changes during the scan is seen twice. Keep both.
+				if !slices.Contains(prev, p) {
+					keys[s.ID] = append(slices.Clip(prev), p)
+				}
+			} else {
+				pairBuf = append(pairBuf, p)
+				keys[s.ID] = pairBuf[len(pairBuf)-1 : len(pairBuf) : len(pairBuf)]
+			}
 			if len(keys) >= 10*opts.FlushEvery {
-				if err := opts.guard(ctx); err != nil {
+				wctx, cancel, err := guardCtx(ctx, opts.Guard)
+				if err != nil {
 					return err
 				}
-				if err := st.RecordKeys(ctx, keys); err != nil {
+				err = st.RecordKeys(wctx, keys)
+				cancel()
+				if err != nil {
 					return fmt.Errorf("record key index: %w", err)
 				}
 				rep.KeyIndexRecords += len(keys)
@@ -158,10 +167,13 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 		return nil, err
 	}
 	if !opts.DryRun && len(keys) > 0 {
-		if err := opts.guard(ctx); err != nil {
+		wctx, cancel, err := guardCtx(ctx, opts.Guard)
+		if err != nil {
 			return nil, err
 		}
-		if err := st.RecordKeys(ctx, keys); err != nil {
+		err = st.RecordKeys(wctx, keys)
+		cancel()
+		if err != nil {
 			return nil, fmt.Errorf("record key index: %w", err)
 		}
 		rep.KeyIndexRecords += len(keys)
@@ -233,10 +245,17 @@ func (s *rebuildSink) flush() error {
 		return nil
 	}
 	if !s.opts.DryRun {
-		if err := s.opts.guard(s.ctx); err != nil {
+		wctx, cancel, err := guardCtx(s.ctx, s.opts.Guard)
+		if err != nil {
 			return err
 		}
-		if err := s.st.Apply(s.ctx, &s.w); err != nil {
+		err = s.st.Apply(wctx, &s.w)
+		cancel()
+		if err != nil && errors.Is(err, ErrWriteRejected) {
+			s.rep.Rejected++
+			err = nil
+		}
+		if err != nil {
 			return fmt.Errorf("write derived values: %w", err)
 		}
 	}

@@ -34,7 +34,7 @@ type Config struct {
 	InstanceID           string        `envconfig:"MATERIALIZER_INSTANCE_ID" desc:"lease owner id (default hostname-pid)"`
 	LeaseTTL             time.Duration `envconfig:"MATERIALIZER_LEASE_TTL" default:"15s" desc:"lease duration; a standby takes over within about this long"`
 	RedisURL             string        `envconfig:"MATERIALIZER_REDIS_URL" desc:"Back-End's Redis; when set, high-score cache keys are deleted after writes land"`
-	WriteTimeout         time.Duration `envconfig:"MATERIALIZER_WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write"`
+	WriteTimeout         time.Duration `envconfig:"MATERIALIZER_WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write (under half of LEASE_TTL)"`
 }
 
 // configError is a configuration problem: exit status 2.
@@ -73,6 +73,8 @@ func loadConfig(needMongo bool) (*Config, error) {
 		return nil, &configError{envPrefix + "_LEASE_TTL must be at least 1s"}
 	case c.WriteTimeout <= 0 || c.WriteTimeout >= c.LeaseTTL/2:
 		return nil, &configError{fmt.Sprintf("%s_WRITE_TIMEOUT must be positive and under half of %s_LEASE_TTL (%s), so a write cannot outlive the lease", envPrefix, envPrefix, c.LeaseTTL)}
+	case c.ReadyMaxLag <= 0:
+		return nil, &configError{envPrefix + "_READY_MAX_LAG must be positive"}
 	case c.Database == "":
 		return nil, &configError{envPrefix + "_DATABASE must not be empty"}
 	}

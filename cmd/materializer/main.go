@@ -126,7 +126,14 @@ func newFlags(env *environment, name, args string, describe string) *flag.FlagSe
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "Usage: materializer %s %s\n\n%s\n\nFlags:\n", name, args, describe)
+		fmt.Fprintf(env.stderr, "Usage: materializer %s %s\n\n%s\n", name, args, describe)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n == 0 {
+			fmt.Fprintln(env.stderr, "\nNo flags; configuration comes from MATERIALIZER_* variables (materializer --help).")
+			return
+		}
+		fmt.Fprintln(env.stderr, "\nFlags (one or two dashes):")
 		fs.PrintDefaults()
 	}
 	return fs

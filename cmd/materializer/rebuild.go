@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -17,7 +19,7 @@ import (
 )
 
 func cmdRebuild(ctx context.Context, env *environment, args []string) error {
-	fs := newFlags(env, "rebuild", "[--dry-run] [--dump DIR --out OUT]", `Recompute every user's counts and every studentStatus entry from the source
+	fs := newFlags(env, "rebuild", "[--dry-run] [--max-diffs N] [--dump DIR --out OUT]", `Recompute every user's counts and every studentStatus entry from the source
 documents, write the values that differ, record each submission's (user,
 problem) in the key index, and save a checkpoint at the cluster time read
 before the scan, so a following 'run' misses nothing. Then exit 0.
@@ -38,6 +40,11 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 	}
 	if *dumpDir != "" && *out == "" && !*dryRun {
 		return &configError{"--dump needs --out (or --dry-run)"}
+	}
+	if *out != "" {
+		if err := emptyOrAbsent(*out); err != nil {
+			return err
+		}
 	}
 	cfg, err := loadConfig(*dumpDir == "")
 	if err != nil {
@@ -65,20 +72,22 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 		printReport(env.stdout, rep, "would change")
 		return nil
 	}
-	// The rebuild moves the checkpoint, so it needs the lease: it must not
-	// race a running sidecar's checkpoints.
-	lease, ok, err := db.Acquire(ctx, cfg.InstanceID, cfg.LeaseTTL, time.Now())
-	if err != nil {
-		return fmt.Errorf("acquire lease: %w", err)
+	// The rebuild moves the checkpoint, so it runs under the lease (renewed
+	// while it runs, writes guarded): it must not race a running sidecar.
+	leader := &watch.Leader{Leases: db, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL, Log: log,
+		NewEngine: func(epoch int64) *watch.Engine {
+			return &watch.Engine{Store: db, Feed: db, Checkpoints: db, Log: log,
+				Config: watch.Config{Epoch: epoch, Owner: cfg.InstanceID}}
+		}}
+	var rep *watch.RebuildReport
+	err = leader.Do(ctx, func(ctx context.Context, eng *watch.Engine) error {
+		var err error
+		rep, err = eng.RebuildAndCheckpoint(ctx)
+		return err
+	})
+	if errors.Is(err, watch.ErrLeaseHeld) {
+		return fmt.Errorf("%w; stop the running instance or wait, then retry", err)
 	}
-	if !ok {
-		return fmt.Errorf("another instance (%s, epoch %d) holds the lease until %s; stop it or wait, then retry",
-			lease.Owner, lease.Epoch, lease.Expires.Format(time.RFC3339))
-	}
-	defer func() { _ = db.Release(context.WithoutCancel(ctx), cfg.InstanceID, lease.Epoch) }()
-	eng := &watch.Engine{Store: db, Feed: db, Checkpoints: db, Log: log,
-		Config: watch.Config{Epoch: lease.Epoch, Owner: cfg.InstanceID}}
-	rep, err := eng.RebuildAndCheckpoint(ctx)
 	if err != nil {
 		return err
 	}
@@ -215,6 +224,9 @@ lease holder and epoch.`)
 	if err != nil {
 		return err
 	}
+	if _, err := newLogger(env, cfg); err != nil {
+		return err
+	}
 	db, err := openMongo(ctx, cfg, zerolog.Nop())
 	if err != nil {
 		return err
@@ -272,4 +284,14 @@ func printStatus(w io.Writer, cp resume.Checkpoint, ok bool, now bson.Timestamp)
 			time.Unix(int64(cp.ClusterTime.T), 0).UTC().Format(time.RFC3339))
 		fmt.Fprintf(w, "lag: %ds behind cluster time %d.%d\n", max(lag, 0), now.T, now.I)
 	}
+}
+
+// emptyOrAbsent refuses an output directory that holds anything (a usage
+// error: nothing is overwritten).
+func emptyOrAbsent(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err == nil && len(entries) > 0 {
+		return &configError{fmt.Sprintf("--out %s is not empty (refusing to overwrite)", dir)}
+	}
+	return nil
 }

@@ -39,16 +39,8 @@ others stand by. SIGINT/SIGTERM stop it cleanly (exit 0).`)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := watch.NewMetrics(reg)
 
-	db, err := openMongo(ctx, cfg, log)
-	if err != nil {
-		if ctx.Err() != nil {
-			log.Info().Msg("stopped while connecting")
-			return nil // SIGINT/SIGTERM before anything started: a clean stop
-		}
-		return err
-	}
-	defer closeMongo(db, log)
-
+	// Serve /healthz and /metrics before connecting, so a slow or absent
+	// server shows up as "alive, not ready" rather than as a dead process.
 	srv, err := serveHTTP(ctx, cfg, log, reg, metrics)
 	if err != nil {
 		return err
@@ -65,6 +57,17 @@ others stand by. SIGINT/SIGTERM stop it cleanly (exit 0).`)
 		defer rc.Close()
 		inv = rc
 	}
+
+	log.Info().Str("uri", mongodb.Redact(cfg.MongoDBURI)).Msg("connecting to MongoDB")
+	db, err := openMongo(ctx, cfg, log)
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info().Msg("stopped while connecting")
+			return nil // SIGINT/SIGTERM before anything started: a clean stop
+		}
+		return err
+	}
+	defer closeMongo(db, log)
 
 	leader := &watch.Leader{
 		Leases:  db,
@@ -109,7 +112,7 @@ func openMongo(ctx context.Context, cfg *Config, log zerolog.Logger) (*mongodb.D
 		WriteTimeout:          cfg.WriteTimeout,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s_MONGODB_URI=%s: %w", envPrefix, mongodb.Redact(cfg.MongoDBURI), err)
+		return nil, fmt.Errorf("%s_MONGODB_URI: %w", envPrefix, err) // err names the redacted URI
 	}
 	log.Info().Str("uri", mongodb.Redact(cfg.MongoDBURI)).Str("database", cfg.Database).Msg("connected to MongoDB")
 	if cfg.CreateIndexes {

@@ -38,6 +38,11 @@ MATERIALIZER_MONGODB_URI's database, which must hold no Back-End data yet.`)
 	if err != nil {
 		return err
 	}
+	if *out != "" {
+		if err := emptyOrAbsent(*out); err != nil {
+			return err
+		}
+	}
 	docs := demo.Generate(p)
 	if *out != "" {
 		if err := dump.Write(*out, docs); err != nil {
