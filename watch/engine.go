@@ -202,6 +202,7 @@ func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
 		}
 	}
 	e.cp = cp
+	e.deferred = nil // an error of a stream now closed
 	st, err := e.Feed.Open(ctx, Position{Token: cp.Token, StartAt: cp.StartAt})
 	if err != nil {
 		return fmt.Errorf("open change stream: %w", err)
