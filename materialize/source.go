@@ -74,10 +74,26 @@ type Submission struct {
 	Score       int64 // -1 when missing or null (mongoengine default)
 }
 
-// Judged reports whether finish_judging has run for s: its status is
-// neither pending (-1) nor created (-2).
+// Judged reports whether s counts in the derivation: finish_judging has run
+// for it (its status is neither pending (-1) nor created (-2)), or it is a
+// rejudge in flight.
+//
+// A rejudge in flight is status -1 with a score >= 0: Back-End's
+// Submission.rejudge (mongo/submission.py) sets status = -1 and tasks = []
+// but keeps the score, while a submission that was never judged has
+// score -1 (its default). Counting it keeps the user's counts, its place in
+// submissionIds and its homework score stable while the sandbox re-judges;
+// its status -1 is what problemStatus shows meanwhile (the value Back-End
+// itself writes for a handwritten re-submission). See "Rejudge in flight" in
+// docs/derivation-spec.md.
 func (s *Submission) Judged() bool {
-	return s.Status != StatusPending && s.Status != StatusCreated
+	switch s.Status {
+	case StatusCreated:
+		return false
+	case StatusPending:
+		return s.Score >= 0
+	}
+	return true
 }
 
 // Before orders submissions by (timestamp, _id) ascending, the order in

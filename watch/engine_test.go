@@ -146,8 +146,10 @@ func TestHalfFailedLandingRetried(t *testing.T) {
 	checkConverged(t, f.st, "after a retried landing")
 }
 
-// TestRejudge: a judged submission goes back to pending (status -1), then
-// a new result lands; counts follow the current result.
+// TestRejudge: a judged submission goes back to pending (status -1, score
+// kept: a rejudge in flight), then a new result lands. While it re-judges
+// nothing moves but problemStatus, which shows -1; then counts and the entry
+// follow the new result alone.
 func TestRejudge(t *testing.T) {
 	f := newFixture(t)
 	drain(t, f.st)
@@ -156,11 +158,11 @@ func TestRejudge(t *testing.T) {
 	drain(t, f.st)
 	f.land(t, id, -1, 100) // rejudge: pending again
 	drain(t, f.st)
-	if u := f.user(t); u.Submission != 0 || u.ACSubmission != 0 || len(u.ACProblemIDs) != 0 {
-		t.Fatalf("pending: user = %+v, want nothing counted", u)
+	if u := f.user(t); u.Submission != 1 || u.ACSubmission != 1 || len(u.ACProblemIDs) != 1 {
+		t.Fatalf("rejudge in flight: user = %+v, want the last result still counted", u)
 	}
-	if e := f.entry(t); len(e.SubmissionIDs) != 0 || e.HasStatus {
-		t.Fatalf("pending: entry = %+v, want the start value", e)
+	if e := f.entry(t); len(e.SubmissionIDs) != 1 || e.Score != 100 || !e.HasStatus || e.ProblemStatus != -1 {
+		t.Fatalf("rejudge in flight: entry = %+v, want score 100 kept, problemStatus -1", e)
 	}
 	f.land(t, id, 1, 60)
 	drain(t, f.st)
