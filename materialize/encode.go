@@ -161,24 +161,42 @@ func (u UserStats) Equal(v UserStats) bool {
 	return true
 }
 
-// DecodeUserStats reads the stored derived fields of a user document; ok
-// is false when any is missing or not of a derived type.
+// DecodeUserStats reads the stored derived fields of a user document. A
+// field that is absent or null reads as mongoengine's default (0, 0, []):
+// Back-End's User declares them IntField(default=0) and
+// ListField(IntField(), default=list) without null=True (mongo/engine.py,
+// class User), documents from before 2020-01-01 lack all three, and
+// Back-End's own updates can leave the AC_* fields absent, so an absent
+// field is the default value, not drift. ok is false when doc is not a
+// valid BSON document or a present field is not of a derived type (a
+// number holding an integer; an array of such numbers).
 func DecodeUserStats(doc bson.Raw) (u UserStats, ok bool) {
-	v, err := doc.LookupErr(FieldSubmission)
-	if err != nil {
+	if checkBytes(doc) != nil {
 		return u, false
 	}
-	if u.Submission, ok = intValue(v); !ok {
-		return u, false
+	// field returns the value of key, or ok=false when it is absent or
+	// null (the document is valid, so any lookup error means "absent").
+	field := func(key string) (bson.RawValue, bool) {
+		v, err := doc.LookupErr(key)
+		if err != nil || v.Type == bson.TypeNull {
+			return bson.RawValue{}, false
+		}
+		return v, true
 	}
-	if v, err = doc.LookupErr(FieldACSubmission); err != nil {
-		return u, false
+	if v, present := field(FieldSubmission); present {
+		if u.Submission, ok = intValue(v); !ok {
+			return u, false
+		}
 	}
-	if u.ACSubmission, ok = intValue(v); !ok {
-		return u, false
+	if v, present := field(FieldACSubmission); present {
+		if u.ACSubmission, ok = intValue(v); !ok {
+			return u, false
+		}
 	}
-	if v, err = doc.LookupErr(FieldACProblemIDs); err != nil {
-		return u, false
+	u.ACProblemIDs = []int64{}
+	v, present := field(FieldACProblemIDs)
+	if !present {
+		return u, true
 	}
 	arr, ok := v.ArrayOK()
 	if !ok {
