@@ -9,6 +9,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/normal-oj/noj-materializer/mongodb"
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
@@ -78,6 +79,18 @@ func loadConfig(needMongo bool) (*Config, error) {
 	case c.Database == "":
 		return nil, &configError{envPrefix + "_DATABASE must not be empty"}
 	}
+	if err := checkCollections(&c); err != nil {
+		return nil, err
+	}
+	if needMongo {
+		// Parse the URI the way the driver will, so a malformed one is a
+		// configuration error (2) rather than a failure to connect (1).
+		// Offline commands do not parse it: a mongodb+srv URI would be
+		// resolved through DNS for nothing.
+		if err := mongodb.CheckURI(c.MongoDBURI); err != nil {
+			return nil, &configError{fmt.Sprintf("%s_MONGODB_URI cannot be parsed: %v", envPrefix, err)}
+		}
+	}
 	switch watch.HistoryLostPolicy(c.HistoryLost) {
 	case watch.OnHistoryLostRebuild, watch.OnHistoryLostExit:
 	default:
@@ -93,4 +106,45 @@ func loadConfig(needMongo bool) (*Config, error) {
 		c.InstanceID = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	return &c, nil
+}
+
+// backEndCollections are the collections Back-End's mongoengine documents
+// live in (Normal-OJ/Back-End mongo/engine.py at dfbd76a: User, Homework,
+// Course, Number, Problem, Submission, Message, Announcement, PostThread,
+// Post, Config with its subclass SubmissionConfig, LoginRecords; the
+// collection is the class name in snake case), plus GridFS's fs.files and
+// fs.chunks of its FileField/ZipField (submission code, test cases).
+// The daemon's own collections must be none of them: it upserts its lease
+// and checkpoint, and bulk-writes its key index, into them.
+var backEndCollections = []string{
+	"user", "homework", "course", "number", "problem", "submission", "message",
+	"announcement", "post_thread", "post", "config", "login_records", "fs.files", "fs.chunks",
+}
+
+// checkCollections refuses a checkpoint or key-index collection that is
+// empty, reserved (system.*), one of Back-End's collections (compared
+// without case, to refuse near-misses like "User" too) or the same as the
+// other one.
+func checkCollections(c *Config) error {
+	for _, v := range []struct{ name, value, def string }{
+		{envPrefix + "_CHECKPOINT_COLLECTION", c.CheckpointCollection, mongodb.DefaultCheckpointCollection},
+		{envPrefix + "_KEYS_COLLECTION", c.KeysCollection, mongodb.DefaultKeysCollection},
+	} {
+		switch {
+		case v.value == "":
+			return &configError{v.name + " must not be empty"}
+		case strings.HasPrefix(v.value, "system."):
+			return &configError{fmt.Sprintf("%s=%q: system.* collections are reserved by MongoDB", v.name, v.value)}
+		}
+		for _, b := range backEndCollections {
+			if strings.EqualFold(v.value, b) {
+				return &configError{fmt.Sprintf("%s=%q names Back-End's collection %q: the daemon would write its own documents there; choose a collection of its own (default %s)",
+					v.name, v.value, b, v.def)}
+			}
+		}
+	}
+	if strings.EqualFold(c.CheckpointCollection, c.KeysCollection) {
+		return &configError{fmt.Sprintf("%s_CHECKPOINT_COLLECTION and %s_KEYS_COLLECTION must differ, both are %q", envPrefix, envPrefix, c.CheckpointCollection)}
+	}
+	return nil
 }

@@ -470,9 +470,9 @@ func TestPasswordNeverPrinted(t *testing.T) {
 					t.Errorf("%v took %s to fail", args, took)
 				}
 				// An unreachable server is a failure (1); a URI the driver
-				// cannot parse may be reported as a configuration error (2).
-				if r.code != exitFail && !(u.malformed && r.code == exitConfig) {
-					t.Errorf("%v: want exit 1 (cannot connect)\n%v", args, r)
+				// cannot parse is a configuration error (2).
+				if want := map[bool]int{false: exitFail, true: exitConfig}[u.malformed]; r.code != want {
+					t.Errorf("%v: want exit %d (1: cannot connect, 2: malformed URI)\n%v", args, want, r)
 				}
 				if r.stderr == "" {
 					t.Errorf("%v: failed silently", args)

@@ -1,0 +1,37 @@
+package mongodb
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCheckURI: CheckURI fails exactly where the driver's ApplyURI would
+// (connstring.ParseAndValidate), never names the password, and leaves an
+// SRV name that does not resolve to Open (a reachability problem).
+func TestCheckURI(t *testing.T) {
+	cases := []struct {
+		uri    string
+		ok     bool
+		secret string
+	}{
+		{"mongodb://127.0.0.1:27017/?replicaSet=rs0", true, ""},
+		{"mongodb://user:p%40ss@a:1,b:2/normal-oj?authSource=admin&w=majority", true, ""},
+		{"mongodb+srv://cluster.example.invalid/", true, ""}, // DNS lookup fails: not malformed
+		{"mongodb://user:s3c@ret@h/", false, "s3c@ret"},
+		{"mongodb://user:s3c%zzret@h/", false, "s3c%zzret"},
+		{"mongodb://user:s3cret@h:1/?connectTimeoutMS=soon", false, "s3cret"},
+		{"mongodb://user:s3cret@h:1,h:2/?directConnection=true", false, "s3cret"},
+		{"mongodb://h/?authMechanismProperties=TOKEN_s3cret", false, "TOKEN_s3cret"},
+		{"postgres://h/", false, ""},
+	}
+	for _, c := range cases {
+		err := CheckURI(c.uri)
+		if (err == nil) != c.ok {
+			t.Errorf("CheckURI(%q) = %v, want ok=%v", c.uri, err, c.ok)
+			continue
+		}
+		if err != nil && c.secret != "" && strings.Contains(err.Error(), c.secret) {
+			t.Errorf("CheckURI(%q) = %v: names the secret", c.uri, err)
+		}
+	}
+}
