@@ -73,7 +73,13 @@ func saveCheckpointWrite(cp resume.Checkpoint) (filter, update bson.D, upsert bo
 // matches nothing, another instance took over and the result is
 // resume.ErrFenced. Majority write concern, bounded by
 // Config.WriteTimeout.
+//
+// On a standalone mongod it saves nothing and returns ErrStandalone: a
+// stream start there could never be resumed from.
 func (d *DB) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error {
+	if d.standalone {
+		return fmt.Errorf("save checkpoint: %w", ErrStandalone)
+	}
 	filter, update, upsert := saveCheckpointWrite(cp)
 	wctx, cancel := d.writeCtx(ctx)
 	defer cancel()

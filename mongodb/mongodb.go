@@ -75,6 +75,10 @@ type Config struct {
 	// WriteTimeout bounds each bulk write and each checkpoint or lease
 	// write; 5 seconds when zero.
 	WriteTimeout time.Duration
+	// AllowStandalone lets Open accept a standalone mongod, for the
+	// commands that need no change stream (verify, status, seed, and a
+	// rebuild that saves no stream start). Without it Open refuses one.
+	AllowStandalone bool
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -107,6 +111,10 @@ type DB struct {
 	users       *mongo.Collection
 	keys        *mongo.Collection
 	state       *mongo.Collection // majority read concern too
+
+	// standalone is true on a standalone mongod (Config.AllowStandalone):
+	// no oplog, so no change stream and no cluster time.
+	standalone bool
 }
 
 var (
@@ -119,8 +127,9 @@ var (
 // Open connects to cfg.URI and checks that the deployment can serve the
 // materializer: it pings the primary, requires MongoDB 4.4 or newer
 // (buildInfo) and a replica set member or mongos (hello), since change
-// streams exist only there. Errors name the redacted URI and never hold
-// its password.
+// streams exist only there; with cfg.AllowStandalone a standalone mongod
+// is accepted too (see Standalone). Errors name the redacted URI and never
+// hold its password.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
 	cfg = cfg.withDefaults()
 	redacted := Redact(cfg.URI)
@@ -158,7 +167,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, fail("%w", err)
 	}
-	if err := checkTopology(hello); err != nil {
+	standalone, err := topology(hello, cfg.AllowStandalone)
+	if err != nil {
 		return nil, fail("%w", err)
 	}
 
@@ -173,6 +183,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		users:       db.Collection(materialize.CollUser),
 		keys:        db.Collection(cfg.KeysCollection),
 		state:       db.Collection(cfg.CheckpointCollection, options.Collection().SetReadConcern(readconcern.Majority())),
+		standalone:  standalone,
 	}
 	ok = true
 	return d, nil
@@ -250,6 +261,27 @@ func checkTopology(hello bson.Raw) error {
 	}
 	return errors.New("server is a standalone mongod: change streams need a replica set; see docs/operations.md to convert a standalone")
 }
+
+// topology reads a hello (or isMaster) response: standalone is true for a
+// standalone mongod, which is an error unless allowStandalone.
+func topology(hello bson.Raw, allowStandalone bool) (standalone bool, err error) {
+	if err := checkTopology(hello); err != nil {
+		if allowStandalone {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+// ErrStandalone is returned by SaveCheckpoint on a standalone mongod.
+var ErrStandalone = errors.New("the server is a standalone mongod: no oplog, so no change stream and no checkpoint to resume from")
+
+// Standalone reports whether d is connected to a standalone mongod (only
+// with Config.AllowStandalone): it has no oplog, so Open of a change
+// stream fails, ClusterTime is zero, and a checkpoint saved there could
+// not be resumed from.
+func (d *DB) Standalone() bool { return d.standalone }
 
 // Redact returns uri with its password and secret options replaced by
 // "xxxxx", for logs and errors: "mongodb://u:pw@h/?authMechanismProperties=

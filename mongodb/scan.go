@@ -142,7 +142,14 @@ func (d *DB) AllUsers(ctx context.Context) (map[string]watch.StoredUser, []*mate
 // later cluster time, so a change stream started at the returned time
 // (startAtOperationTime, inclusive) re-delivers at least every change a
 // scan started after the call could miss.
+//
+// On a standalone mongod (Standalone) there is no cluster time: it returns
+// the zero Timestamp and no error, so verify and a rebuild that saves no
+// stream start can run there.
 func (d *DB) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
+	if d.standalone {
+		return bson.Timestamp{}, nil
+	}
 	raw, err := d.db.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Raw()
 	if err != nil {
 		return bson.Timestamp{}, fmt.Errorf("cluster time: ping: %w", err)

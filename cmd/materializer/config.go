@@ -36,6 +36,11 @@ type Config struct {
 	LeaseTTL             time.Duration `envconfig:"MATERIALIZER_LEASE_TTL" default:"15s" desc:"lease duration; a standby takes over within about this long"`
 	RedisURL             string        `envconfig:"MATERIALIZER_REDIS_URL" desc:"Back-End's Redis; when set, high-score cache keys are deleted after writes land"`
 	WriteTimeout         time.Duration `envconfig:"MATERIALIZER_WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write (under half of LEASE_TTL)"`
+
+	// allowStandalone is set by the commands that need no change stream
+	// (rebuild, verify, status, seed), not by the environment: openMongo
+	// then accepts a standalone mongod. run leaves it false.
+	allowStandalone bool
 }
 
 // configError is a configuration problem: exit status 2.

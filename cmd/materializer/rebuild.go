@@ -50,6 +50,7 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 	if err != nil {
 		return err
 	}
+	cfg.allowStandalone = true // it writes values there, saving no stream start
 	log, err := newLogger(env, cfg)
 	if err != nil {
 		return err
@@ -64,6 +65,24 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 		return err
 	}
 	defer closeMongo(db, log)
+	return rebuildOnline(ctx, env, db, db.Standalone(), cfg, log, opts)
+}
+
+// rebuildTarget is what an online rebuild needs of the database.
+type rebuildTarget interface {
+	watch.Store
+	watch.Feed
+	resume.Store
+	resume.LeaseStore
+}
+
+// rebuildOnline rebuilds db (dry run: reports only). It writes under the
+// lease and saves the checkpoint a following run starts from, then prints
+// the start that checkpoint holds (read back while the lease is held, so
+// it is what was saved: 30 s before the cluster time read before the scan).
+// On a standalone mongod (no oplog) it writes the values and saves no
+// checkpoint, and says so.
+func rebuildOnline(ctx context.Context, env *environment, db rebuildTarget, standalone bool, cfg *Config, log zerolog.Logger, opts watch.RebuildOptions) error {
 	if opts.DryRun {
 		rep, err := watch.Rebuild(ctx, db, materialize.NewDeriver(), opts)
 		if err != nil {
@@ -79,11 +98,24 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 			return &watch.Engine{Store: db, Feed: db, Checkpoints: db, Log: log,
 				Config: watch.Config{Epoch: epoch, Owner: cfg.InstanceID}}
 		}}
-	var rep *watch.RebuildReport
-	err = leader.Do(ctx, func(ctx context.Context, eng *watch.Engine) error {
+	var (
+		rep   *watch.RebuildReport
+		saved resume.Checkpoint
+	)
+	err := leader.Do(ctx, func(ctx context.Context, eng *watch.Engine) error {
 		var err error
-		rep, err = eng.RebuildAndCheckpoint(ctx)
-		return err
+		if standalone {
+			rep, err = watch.Rebuild(ctx, db, materialize.NewDeriver(), watch.RebuildOptions{Guard: eng.WriteGuard})
+			return err
+		}
+		if rep, err = eng.RebuildAndCheckpoint(ctx); err != nil {
+			return err
+		}
+		saved, _, err = db.LoadCheckpoint(ctx)
+		if err != nil {
+			return fmt.Errorf("read back the saved checkpoint: %w", err)
+		}
+		return nil
 	})
 	if errors.Is(err, watch.ErrLeaseHeld) {
 		return fmt.Errorf("%w; stop the running instance or wait, then retry", err)
@@ -92,8 +124,38 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 		return err
 	}
 	printReport(env.stdout, rep, "written")
-	fmt.Fprintf(env.stdout, "checkpoint: start at cluster time %d.%d\n", rep.StartAt.T, rep.StartAt.I)
+	printRebuildCheckpoint(env.stdout, rep, saved, standalone)
 	return nil
+}
+
+// printRebuildCheckpoint says where the next run starts: the start the
+// saved checkpoint holds, or, on a standalone mongod, that none was saved.
+func printRebuildCheckpoint(w io.Writer, rep *watch.RebuildReport, saved resume.Checkpoint, standalone bool) {
+	if standalone {
+		fmt.Fprintln(w, "checkpoint: none saved: the server is a standalone mongod, which has no oplog and no change stream to resume.")
+		fmt.Fprintln(w, "  The values above are written; 'run' needs a replica set (docs/operations.md), and its first start there rebuilds again.")
+		return
+	}
+	if len(saved.Token) > 0 || saved.StartAt.IsZero() {
+		// Another writer moved the checkpoint between the save and the read:
+		// cannot happen under the lease, but never print a start not saved.
+		fmt.Fprintf(w, "checkpoint: saved; now %s\n", describeCheckpoint(saved))
+		return
+	}
+	fmt.Fprintf(w, "checkpoint: the next 'run' streams from cluster time %d.%d (%s), %d s before the rebuild's snapshot at %d.%d, so writes in flight during the scan are seen again\n",
+		saved.StartAt.T, saved.StartAt.I, time.Unix(int64(saved.StartAt.T), 0).UTC().Format(time.RFC3339),
+		int64(rep.StartAt.T)-int64(saved.StartAt.T), rep.StartAt.T, rep.StartAt.I)
+}
+
+// describeCheckpoint is a one-line description of a saved checkpoint.
+func describeCheckpoint(cp resume.Checkpoint) string {
+	switch {
+	case len(cp.Token) > 0:
+		return fmt.Sprintf("resume token %s", cp.Token)
+	case !cp.StartAt.IsZero():
+		return fmt.Sprintf("start at cluster time %d.%d", cp.StartAt.T, cp.StartAt.I)
+	}
+	return "none"
 }
 
 // loadDump reads a mongodump directory into an in-memory store.
@@ -153,6 +215,7 @@ nothing. Exit status 1 when anything drifted, 0 when clean.`)
 	if err != nil {
 		return err
 	}
+	cfg.allowStandalone = true // read-only: no change stream needed
 	log, err := newLogger(env, cfg)
 	if err != nil {
 		return err
@@ -224,6 +287,7 @@ lease holder and epoch.`)
 	if err != nil {
 		return err
 	}
+	cfg.allowStandalone = true // read-only: no change stream needed
 	if _, err := newLogger(env, cfg); err != nil {
 		return err
 	}
@@ -239,6 +303,9 @@ lease holder and epoch.`)
 	now, err := db.ClusterTime(ctx)
 	if err != nil {
 		return fmt.Errorf("read cluster time: %w", err)
+	}
+	if db.Standalone() {
+		fmt.Fprintln(env.stdout, "server: a standalone mongod: no oplog, no change stream and no cluster time; 'run' needs a replica set (docs/operations.md)")
 	}
 	printStatus(env.stdout, cp, ok, now)
 	l, ok, err := db.Current(ctx)
@@ -278,7 +345,7 @@ func printStatus(w io.Writer, cp resume.Checkpoint, ok bool, now bson.Timestamp)
 		}
 		return
 	}
-	if !cp.ClusterTime.IsZero() {
+	if !cp.ClusterTime.IsZero() && !now.IsZero() { // now is zero on a standalone mongod
 		lag := int64(now.T) - int64(cp.ClusterTime.T)
 		fmt.Fprintf(w, "last event cluster time: %d.%d (%s)\n", cp.ClusterTime.T, cp.ClusterTime.I,
 			time.Unix(int64(cp.ClusterTime.T), 0).UTC().Format(time.RFC3339))

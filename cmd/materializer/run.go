@@ -110,6 +110,7 @@ func openMongo(ctx context.Context, cfg *Config, log zerolog.Logger) (*mongodb.D
 		CheckpointCollection:  cfg.CheckpointCollection,
 		KeysCollection:        cfg.KeysCollection,
 		WriteTimeout:          cfg.WriteTimeout,
+		AllowStandalone:       cfg.allowStandalone,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s_MONGODB_URI: %w", envPrefix, err) // err names the redacted URI

@@ -38,6 +38,7 @@ MATERIALIZER_MONGODB_URI's database, which must hold no Back-End data yet.`)
 	if err != nil {
 		return err
 	}
+	cfg.allowStandalone = true // inserts only: no change stream needed
 	if *out != "" {
 		if err := emptyOrAbsent(*out); err != nil {
 			return err
