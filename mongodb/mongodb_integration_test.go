@@ -30,6 +30,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
@@ -714,14 +715,20 @@ func TestIntegrationChangeStream(t *testing.T) {
 	if len(ev.Change.Fields) != 1 || !strings.HasPrefix(ev.Change.Fields[0], "homeworks") {
 		t.Errorf("problem update fields: %v", ev.Change.Fields)
 	}
-	// A user update is filtered out server-side; the insert after it is the
-	// next event.
+	// User inserts and updates pass the pipeline (watch.Pipeline keeps
+	// user insert, replace and update events, so a foreign write to a
+	// derived field is corrected), projected to their changed field names;
+	// a write to another collection is filtered out server-side.
 	must(users.InsertOne(ctx, mtest.D("_id", "u1", "submission", 0)))
 	ev = mustEvent(t, st, materialize.CollUser, materialize.OpInsert)
 	if ev.Change.UserID != "u1" {
 		t.Errorf("user insert: %+v", ev.Change)
 	}
 	must(users.UpdateOne(ctx, mtest.D("_id", "u1"), mtest.D("$set", mtest.D("submission", 1))))
+	ev = mustEvent(t, st, materialize.CollUser, materialize.OpUpdate)
+	if ev.Change.UserID != "u1" || !slices.Equal(ev.Change.Fields, []string{"submission"}) {
+		t.Errorf("user update: %+v, want u1 with fields [submission]", ev.Change)
+	}
 	must(db.db.Collection("other").InsertOne(ctx, mtest.D("x", 1)))
 	// A submission Back-End never writes: reported, and the stream moves on.
 	must(subs.InsertOne(ctx, mtest.D("_id", "not-an-objectid", "user", "u1")))
@@ -785,17 +792,92 @@ func TestIntegrationQuietStreamAdvances(t *testing.T) {
 	t.Error("resume token did not advance on a quiet stream")
 }
 
+// TestIntegrationHistoryLost: a stream whose resume point the server
+// cannot find in the oplog fails with watch.ErrHistoryLost.
+//
+// A start time before the oplog's first entry is not enough on a fresh
+// replica set: while that first entry is the "initiating set" no-op, the
+// server's oplog scan accepts any earlier start, since no history can
+// have fallen off (mongodb/mongo src/mongo/db/exec/collection_scan.cpp,
+// isNewRS; the change stream turns OplogQueryMinTsMissing into
+// ChangeStreamHistoryLost 286 only otherwise, document_source_change_
+// stream_check_resumability.cpp). So the test resumes from an event's
+// resume token that the watched database's oplog entries do not hold (an
+// event of another database): the server reports the token as not found
+// (ChangeStreamFatalError 280, "cannot resume stream; the resume token was
+// not found", document_source_change_stream_ensure_resume_token_present.cpp)
+// as soon as a later event of the watched database surpasses it. On a
+// replica set whose oplog has rolled over, a start time one second before
+// its first entry is tried too (286).
 func TestIntegrationHistoryLost(t *testing.T) {
-	db := testDB(t)
 	ctx := testCtx(t)
-	st, err := db.Open(ctx, watch.Position{StartAt: bson.Timestamp{T: 1, I: 1}})
+	elsewhere, db := testDB(t), testDB(t)
+
+	// An event of another database: its token is in the oplog, but not
+	// among the watched database's events.
+	other, err := elsewhere.Open(ctx, watch.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := elsewhere.db.Collection(materialize.CollSubmission).InsertOne(ctx, mtest.D("_id", bson.NewObjectID(), "user", "u", "problem", 1)); err != nil {
+		t.Fatal(err)
+	}
+	foreign := mustEvent(t, other, materialize.CollSubmission, materialize.OpInsert).Token
+
+	st, err := db.Open(ctx, watch.Position{Token: foreign})
 	if err == nil {
 		defer st.Close(ctx)
-		_, err = nextEvent(t, st)
+		// A later event of the watched database surpasses the token.
+		if _, err := db.db.Collection(materialize.CollSubmission).InsertOne(ctx, mtest.D("_id", bson.NewObjectID(), "user", "u", "problem", 1)); err != nil {
+			t.Fatal(err)
+		}
+		var ev watch.Event
+		ev, err = nextEvent(t, st)
+		if err == nil {
+			t.Fatalf("resumed from a token the database never produced and got %+v, want ErrHistoryLost", ev.Change)
+		}
 	}
 	if !errors.Is(err, watch.ErrHistoryLost) {
-		t.Errorf("start before the oplog: %v, want ErrHistoryLost", err)
+		t.Errorf("resume from a token not in the oplog: %v, want ErrHistoryLost", err)
 	}
+
+	// A start time before the oplog's first entry, where that entry is not
+	// the replica set's initiation (the oplog rolled over).
+	var first struct {
+		TS  bson.Timestamp `bson:"ts"`
+		Op  string         `bson:"op"`
+		Msg bson.Raw       `bson:"o"`
+	}
+	err = db.client.Database("local").Collection("oplog.rs").FindOne(ctx, bson.D{},
+		options.FindOne().SetSort(bson.D{{Key: "$natural", Value: 1}})).Decode(&first)
+	switch {
+	case err != nil:
+		t.Logf("cannot read local.oplog.rs (%v): start-time case not run", err)
+		return
+	case first.Op == "n" && isInitiation(first.Msg):
+		t.Logf("the oplog has not rolled over (first entry %v is the initiation): start-time case not run", first.TS)
+		return
+	}
+	before := bson.Timestamp{T: first.TS.T - 1}
+	st2, err := db.Open(ctx, watch.Position{StartAt: before})
+	if err == nil {
+		defer st2.Close(ctx)
+		if _, err := db.db.Collection(materialize.CollSubmission).InsertOne(ctx, mtest.D("_id", bson.NewObjectID(), "user", "u", "problem", 1)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = nextEvent(t, st2)
+	}
+	if !errors.Is(err, watch.ErrHistoryLost) {
+		t.Errorf("start at %v, before the oplog's first entry %v: %v, want ErrHistoryLost", before, first.TS, err)
+	}
+}
+
+// isInitiation reports whether an oplog entry's o field is the no-op a
+// replica set writes when it is initiated.
+func isInitiation(o bson.Raw) bool {
+	msg, ok := o.Lookup("msg").StringValueOK()
+	return ok && msg == "initiating set"
 }
 
 func TestIntegrationEnsureIndexes(t *testing.T) {

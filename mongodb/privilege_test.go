@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,13 +118,30 @@ func TestIntegrationLeastPrivilege(t *testing.T) {
 	if _, err := eng.RebuildAndCheckpoint(ctx); err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}
+	if d := storedDrift(t, admin); len(d) > 0 {
+		t.Fatalf("after the rebuild as the daemon, stored values differ from the derivation: %v", d)
+	}
+	// A judged submission of a user with a document and an entry (problem
+	// 323 of homework hw0-0 in vector 0): the stream must write both the
+	// user's counts and the entry, under the restricted role.
 	if _, err := admin.db.Collection(materialize.CollSubmission).InsertOne(ctx, bson.D{{Key: "_id", Value: bson.NewObjectID()},
-		{Key: "user", Value: "user00"}, {Key: "problem", Value: 1}, {Key: "timestamp", Value: bson.NewDateTimeFromTime(time.Now())},
+		{Key: "user", Value: "user00"}, {Key: "problem", Value: 323}, {Key: "languageType", Value: 1},
+		{Key: "timestamp", Value: bson.NewDateTimeFromTime(time.Now())},
 		{Key: "status", Value: 0}, {Key: "score", Value: 100}}); err != nil {
 		t.Fatal(err)
 	}
+	drift := storedDrift(t, admin)
+	if !slices.ContainsFunc(drift, func(s string) bool { return strings.HasPrefix(s, "user user00:") }) ||
+		!slices.ContainsFunc(drift, func(s string) bool { return strings.Contains(s, " entry user00.323:") }) {
+		t.Fatalf("test setup: the new submission should change user00's counts and its entry for 323; drift: %v", drift)
+	}
 	if err := eng.Drain(ctx); err != nil {
 		t.Fatalf("stream and write: %v", err)
+	}
+	// The writes made under the restricted role landed: read back as the
+	// admin, the stored values equal the derivation again.
+	if d := storedDrift(t, admin); len(d) > 0 {
+		t.Errorf("the stream's writes as the daemon did not land: %d differences: %v", len(d), d)
 	}
 	if err := db.SaveCheckpoint(ctx, resume.Checkpoint{StartAt: bson.Timestamp{T: 1}, Epoch: lease.Epoch}); err != nil {
 		t.Fatalf("checkpoint: %v", err)
@@ -134,6 +152,26 @@ func TestIntegrationLeastPrivilege(t *testing.T) {
 	if err == nil || !errors.As(err, &ce) || !ce.HasErrorCode(13) {
 		t.Fatalf("insert into user as the daemon = %v, want Unauthorized", err)
 	}
+}
+
+// storedDrift returns the differences between the stored derived values
+// of db's documents (read as the test's admin user) and a derivation of
+// them; users without a document are left out (never written).
+func storedDrift(t *testing.T, db *DB) []string {
+	t.Helper()
+	docs := readAll(t, db)
+	want := materialize.Derive(docs)
+	got, err := mtest.Stored(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range want.Users {
+		if _, ok := got.Users[name]; !ok {
+			delete(want.Users, name)
+		}
+	}
+	got.PenaltyErrors = want.PenaltyErrors
+	return mtest.DiffResults(want, got)
 }
 
 // authEnforced reports whether an unauthenticated client is refused.

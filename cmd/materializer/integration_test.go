@@ -305,9 +305,7 @@ func TestIntegrationRebuildVectors(t *testing.T) {
 				t.Fatalf("rebuild: want exit 0\n%v", r)
 			}
 			checkReport(t, "rebuild", r, v, want)
-			if !strings.Contains(r.stdout, "checkpoint: start at cluster time") {
-				t.Errorf("rebuild does not report its checkpoint\n%v", r)
-			}
+			it.checkPrintedStart(r)
 
 			after := it.read()
 			if d := materializetest.DiffStored(v, after); len(d) > 0 {
@@ -327,6 +325,26 @@ func TestIntegrationRebuildVectors(t *testing.T) {
 			}
 			checkReport(t, "verify after rebuild", r, v, expectCounts{users: want.users, entries: want.entries})
 		})
+	}
+}
+
+// checkPrintedStart checks that rebuild printed the stream start its
+// saved checkpoint holds (30 s before the cluster time read before the
+// scan), read here from the state document.
+func (it *itest) checkPrintedStart(r cliResult) {
+	it.t.Helper()
+	ctx, cancel := it.ctx()
+	defer cancel()
+	raw, err := it.coll("materializer_checkpoints").FindOne(ctx, bson.D{{Key: "_id", Value: "checkpoint"}}).Raw()
+	if err != nil {
+		it.t.Fatalf("read the saved checkpoint: %v", err)
+	}
+	t, i, ok := raw.Lookup("checkpoint", "startAt").TimestampOK()
+	if !ok || t == 0 {
+		it.t.Fatalf("rebuild saved no stream start: %s", raw)
+	}
+	if want := fmt.Sprintf("streams from cluster time %d.%d ", t, i); !strings.Contains(r.stdout, want) {
+		it.t.Errorf("rebuild does not print the saved start %q\n%v", want, r)
 	}
 }
 
@@ -939,6 +957,10 @@ func TestIntegrationSIGTERM(t *testing.T) {
 		be.judge(id)
 		burst = append(burst, write{user: u, problem: p, at: be.lastOpTime()})
 	}
+	// Wait until a checkpoint covers the first write of the burst, so the
+	// coverage check below has at least one write to check (otherwise a
+	// SIGTERM before any save would make it check nothing).
+	it.waitCheckpointCovers(d, burst[0].at)
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("run after SIGTERM: exit %d, want 0\n%s", code, tail(d.out.String(), 4000))
 	}
@@ -991,12 +1013,34 @@ func TestIntegrationSIGTERM(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d writes covered by the checkpoint saved at SIGTERM", covered, len(burst))
+	if covered == 0 {
+		t.Errorf("the checkpoint left at SIGTERM covers none of the burst, though one covering its first write was saved before")
+	}
 
 	d = startDaemon(t, bin)
 	it.waitQuiet(d)
 	if code := d.stop(t); code != 0 {
 		t.Errorf("run after SIGTERM: exit %d, want 0", code)
 	}
+}
+
+// waitCheckpointCovers waits up to 60 s until the saved checkpoint's last
+// event cluster time is at or after at.
+func (it *itest) waitCheckpointCovers(d *daemon, at bson.Timestamp) {
+	it.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := it.ctx()
+		raw, err := it.coll("materializer_checkpoints").FindOne(ctx, bson.D{{Key: "_id", Value: "checkpoint"}}).Raw()
+		cancel()
+		if err == nil {
+			if t, i, ok := raw.Lookup("checkpoint", "clusterTime").TimestampOK(); ok && !(bson.Timestamp{T: t, I: i}).Before(at) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	it.t.Fatalf("no checkpoint covering %d.%d within 60s\n%s", at.T, at.I, tail(d.out.String(), 4000))
 }
 
 // TestIntegrationSkipsFast documents the skip: without a replica set the
