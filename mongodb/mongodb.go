@@ -27,7 +27,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
-	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/normal-oj/noj-materializer/materialize"
@@ -141,7 +140,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	// Reads go to the primary whatever the URI says: a lagging secondary
 	// could return a source older than the event being processed, and the
 	// value derived from it would be saved past that event.
-	client, err := mongo.Connect(options.Client().ApplyURI(cfg.URI).SetReadPreference(readpref.Primary()))
+	client, err := mongo.Connect(clientOptions(cfg.URI))
 	if err != nil {
 		return nil, fail("connect: %w", err)
 	}

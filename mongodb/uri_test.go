@@ -23,6 +23,10 @@ func TestCheckURI(t *testing.T) {
 		{"mongodb://user:s3cret@h:1,h:2/?directConnection=true", false, "s3cret"},
 		{"mongodb://h/?authMechanismProperties=TOKEN_s3cret", false, "TOKEN_s3cret"},
 		{"postgres://h/", false, ""},
+		// Parsed, but refused by ClientOptions.Validate, which mongo.Connect
+		// would run only when it builds the topology.
+		{"mongodb://user:s3cret@h/?heartbeatFrequencyMS=100", false, "s3cret"},
+		{"mongodb://user:s3cret@h/?minPoolSize=10&maxPoolSize=5", false, "s3cret"},
 	}
 	for _, c := range cases {
 		err := CheckURI(c.uri)

@@ -81,6 +81,8 @@ func TestMalformedURIIsConfigurationError(t *testing.T) {
 		{"unknown auth mechanism", "mongodb://user:s3cret@127.0.0.1:1/?authMechanism=BOGUS", []string{"s3cret"}},
 		{"query without slash", "mongodb://user:s3cret@127.0.0.1:1?replicaSet=rs0", []string{"s3cret"}},
 		{"port out of range", "mongodb://user:s3cret@127.0.0.1:99999/", []string{"s3cret"}},
+		{"heartbeat under the driver's minimum", "mongodb://user:s3cret@127.0.0.1:1/?heartbeatFrequencyMS=100", []string{"s3cret"}},
+		{"minPoolSize over maxPoolSize", "mongodb://user:s3cret@127.0.0.1:1/?minPoolSize=10&maxPoolSize=5", []string{"s3cret"}},
 		{"direct connection to two hosts", "mongodb://user:s3cret@127.0.0.1:1,127.0.0.1:2/?directConnection=true", []string{"s3cret"}},
 		{"secret option with a bad value", "mongodb://127.0.0.1:1/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN", []string{"AWS_SESSION_TOKEN"}},
 	}
