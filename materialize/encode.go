@@ -165,7 +165,9 @@ func (u UserStats) Equal(v UserStats) bool {
 // field that is absent or null reads as mongoengine's default (0, 0, []):
 // Back-End's User declares them IntField(default=0) and
 // ListField(IntField(), default=list) without null=True (mongo/engine.py,
-// class User), documents from before 2020-01-01 lack all three, and
+// class User), and mongoengine loads a missing or None value of such a
+// field as its default (mongoengine/base/fields.py, BaseField.__set__).
+// Documents from before 2020-01-01 lack all three, and
 // Back-End's own updates can leave the AC_* fields absent, so an absent
 // field is the default value, not drift. ok is false when doc is not a
 // valid BSON document or a present field is not of a derived type (a
