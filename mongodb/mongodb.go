@@ -182,8 +182,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		users:       db.Collection(materialize.CollUser),
 		keys:        db.Collection(cfg.KeysCollection),
 		state:       db.Collection(cfg.CheckpointCollection, options.Collection().SetReadConcern(readconcern.Majority())),
-		standalone:  standalone,
 	}
+	d.standalone = standalone
 	ok = true
 	return d, nil
 }
