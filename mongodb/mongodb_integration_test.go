@@ -217,7 +217,7 @@ func sortedSubs(subs []materialize.Submission) []materialize.Submission {
 func TestIntegrationVectors(t *testing.T) {
 	db := testDB(t)
 	ctx := testCtx(t)
-	if err := db.EnsureIndexes(ctx); err != nil {
+	if err := db.EnsureIndexes(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range readVectors(t) {
@@ -802,14 +802,14 @@ func TestIntegrationEnsureIndexes(t *testing.T) {
 	db := testDB(t)
 	ctx := testCtx(t)
 	for range 2 {
-		if err := db.EnsureIndexes(ctx); err != nil {
+		if err := db.EnsureIndexes(ctx, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, ix := range indexes {
-		ok, err := hasIndex(ctx, db.db.Collection(ix.coll), ix.name)
+		ok, err := hasIndex(ctx, db.db.Collection(ix.Collection), ix.Name)
 		if err != nil || !ok {
-			t.Errorf("index %s on %s: %v %v", ix.name, ix.coll, ok, err)
+			t.Errorf("index %s on %s: %v %v", ix.Name, ix.Collection, ok, err)
 		}
 	}
 	if ct, err := db.ClusterTime(ctx); err != nil || ct.IsZero() {
