@@ -6,6 +6,7 @@ package mongodb
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -15,6 +16,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/watch"
 )
 
 // commandLog records the commands a monitored client starts.
@@ -94,5 +98,54 @@ func TestIntegrationEnsureIndexesNoMaxTime(t *testing.T) {
 	}
 	if built != nil || len(log.named("createIndexes")) != len(indexes) {
 		t.Errorf("second run built %q", built)
+	}
+}
+
+// failPoint sets the failCommand fail point on the test server for the
+// next times commands named cmds, failing them with code; it skips t when
+// the server has no test commands (enableTestCommands=1), and turns the
+// fail point off at cleanup.
+func failPoint(t *testing.T, db *DB, times int, code int, cmds ...string) {
+	t.Helper()
+	ctx := testCtx(t)
+	admin := db.client.Database("admin")
+	err := admin.RunCommand(ctx, bson.D{
+		{Key: "configureFailPoint", Value: "failCommand"},
+		{Key: "mode", Value: bson.D{{Key: "times", Value: times}}},
+		{Key: "data", Value: bson.D{{Key: "failCommands", Value: cmds}, {Key: "errorCode", Value: code}}},
+	}).Err()
+	if err != nil {
+		t.Skipf("failCommand fail point unavailable (start mongod with --setParameter enableTestCommands=1): %v", err)
+	}
+	t.Cleanup(func() {
+		_ = admin.RunCommand(context.Background(), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}).Err()
+	})
+}
+
+// TestIntegrationWriteRejectedOnlyForGood (item 2): a validator refusal
+// (121) is reported as watch.ErrWriteRejected; a NotWritablePrimary is
+// not (the engine retries it).
+func TestIntegrationWriteRejectedOnlyForGood(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	if _, err := db.users.InsertOne(ctx, bson.D{{Key: "_id", Value: "a"}, {Key: "submission", Value: int64(0)}}); err != nil {
+		t.Fatal(err)
+	}
+	w := &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: materialize.UserStats{Submission: 3, ACProblemIDs: []int64{}}}}}
+
+	failPoint(t, db, 1, 10107, "update")
+	err := db.Apply(ctx, w)
+	if err == nil || errors.Is(err, watch.ErrWriteRejected) {
+		t.Fatalf("NotWritablePrimary: %v, want a retryable error", err)
+	}
+
+	validator := bson.D{{Key: "$jsonSchema", Value: bson.D{{Key: "properties", Value: bson.D{
+		{Key: "submission", Value: bson.D{{Key: "maximum", Value: 1}}}}}}}}
+	if err := db.db.RunCommand(ctx, bson.D{{Key: "collMod", Value: "user"}, {Key: "validator", Value: validator},
+		{Key: "validationLevel", Value: "strict"}, {Key: "validationAction", Value: "error"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Apply(ctx, w); !errors.Is(err, watch.ErrWriteRejected) {
+		t.Errorf("validator refusal: %v, want ErrWriteRejected", err)
 	}
 }
