@@ -133,7 +133,8 @@ func TestIntegrationWriteRejectedOnlyForGood(t *testing.T) {
 	}
 	w := &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: materialize.UserStats{Submission: 3, ACProblemIDs: []int64{}}}}}
 
-	failPoint(t, db, 1, 10107, "update")
+	// Twice: the driver retries a retryable write once by itself.
+	failPoint(t, db, 2, 10107, "update")
 	err := db.Apply(ctx, w)
 	if err == nil || errors.Is(err, watch.ErrWriteRejected) {
 		t.Fatalf("NotWritablePrimary: %v, want a retryable error", err)
