@@ -7,6 +7,7 @@ package mongodb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -148,5 +149,47 @@ func TestIntegrationWriteRejectedOnlyForGood(t *testing.T) {
 	}
 	if err := db.Apply(ctx, w); !errors.Is(err, watch.ErrWriteRejected) {
 		t.Errorf("validator refusal: %v, want ErrWriteRejected", err)
+	}
+}
+
+// TestIntegrationStreamErrorClasses (item 3): a getMore killed by an
+// operator (CursorKilled 237, Interrupted 11601) is transient; an event
+// over 16 MB (BSONObjectTooLarge 10334) and InvalidResumeToken (260) are
+// watch.ErrResumeImpossible. The errors come from the failCommand fail
+// point, as the server would send them.
+func TestIntegrationStreamErrorClasses(t *testing.T) {
+	cases := []struct {
+		cmd  string
+		code int
+		want error
+	}{
+		{"getMore", 237, watch.ErrTransient},
+		{"getMore", 11601, watch.ErrTransient},
+		{"getMore", 10334, watch.ErrResumeImpossible},
+		{"aggregate", 260, watch.ErrResumeImpossible},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s_%d", c.cmd, c.code), func(t *testing.T) {
+			db := testDB(t)
+			ctx := testCtx(t)
+			if err := db.db.CreateCollection(ctx, materialize.CollUser); err != nil {
+				t.Fatal(err)
+			}
+			start, err := db.ClusterTime(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The driver retries a resumable error once by itself; fail
+			// twice so the error reaches the adapter whatever its labels.
+			failPoint(t, db, 2, c.code, c.cmd)
+			st, err := db.Open(ctx, watch.Position{StartAt: start})
+			if err == nil {
+				defer st.Close(ctx)
+				_, err = nextEvent(t, st)
+			}
+			if !errors.Is(err, c.want) {
+				t.Errorf("code %d on %s: %v, want %v", c.code, c.cmd, err, c.want)
+			}
+		})
 	}
 }

@@ -80,12 +80,7 @@ func (l *Leader) Do(ctx context.Context, job func(ctx context.Context, eng *Engi
 	if !ok {
 		return fmt.Errorf("%w: %s holds epoch %d until %s", ErrLeaseHeld, lease.Owner, lease.Epoch, lease.Expires.Format(time.RFC3339))
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		_ = l.Leases.Release(rctx, l.Owner, lease.Epoch)
-		cancel()
-	}()
-	lost, err := l.term(ctx, lease, l.TTL/3, job)
+	lost, err := l.term(ctx, lease, l.TTL/3, job) // releases the lease
 	if err == nil && lost && ctx.Err() == nil {
 		return ErrLeaseExpiring
 	}
@@ -107,11 +102,26 @@ func (l *Leader) defaults() {
 // term runs job on a new engine while the lease is held, renewing it.
 // lost reports that the term ended because the lease was (or could be)
 // lost rather than because job finished or ctx ended.
+//
+// Every way out of a term releases the lease (Release matches only this
+// owner at this epoch, so releasing a lease already taken over changes
+// nothing): a shutdown, a job that finished, a job that failed with a
+// fatal error (the process then exits non-zero, and a standby takes over
+// at once instead of after the TTL), and a lease about to expire
+// unrenewed (the engine has stopped writing, so nothing is gained by
+// holding it).
 func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Duration, job func(context.Context, *Engine) error) (lost bool, err error) {
 	l.Log.Info().Int64("epoch", lease.Epoch).Msg("lease acquired; streaming")
 	l.Metrics.LeaseHeld.Set(1)
 	l.Metrics.LeaseEpoch.Set(float64(lease.Epoch))
 	defer l.Metrics.LeaseHeld.Set(0)
+	defer func() {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer rcancel()
+		if rerr := l.Leases.Release(rctx, l.Owner, lease.Epoch); rerr != nil {
+			l.Log.Warn().Err(rerr).Int64("epoch", lease.Epoch).Msg("lease: release failed; a standby takes over when it expires")
+		}
+	}()
 
 	engCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -138,12 +148,7 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 		select {
 		case err := <-done:
 			if ctx.Err() != nil {
-				// Shutting down: give the lease up so a standby takes
-				// over at once instead of after expiry.
-				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-				_ = l.Leases.Release(rctx, l.Owner, lease.Epoch)
-				rcancel()
-				return false, nil
+				return false, nil // shutting down (the lease is released on the way out)
 			}
 			if errors.Is(err, resume.ErrFenced) || errors.Is(err, ErrLeaseExpiring) {
 				l.Log.Warn().Err(err).Int64("epoch", lease.Epoch).Msg("lease lost; standing by")
