@@ -109,7 +109,7 @@ func TestIntegrationLeastPrivilege(t *testing.T) {
 	if err := db.EnsureIndexes(ctx, nil); err != nil {
 		t.Fatalf("EnsureIndexes: %v", err)
 	}
-	lease, ok, err := db.Acquire(ctx, "least", 10*time.Second, time.Now())
+	lease, ok, err := db.Acquire(ctx, "least", 10*time.Second)
 	if err != nil || !ok {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -191,5 +192,51 @@ func TestIntegrationStreamErrorClasses(t *testing.T) {
 				t.Errorf("code %d on %s: %v, want %v", c.code, c.cmd, err, c.want)
 			}
 		})
+	}
+}
+
+// TestIntegrationLeaseServerClockAndIdentity (items 5 and 6): on a real
+// server, a standby whose clock runs an hour ahead does not take a held
+// lease (expiry is $$NOW's), the expiry the server sets is its own now +
+// ttl, and two processes with the same instance id hold distinct
+// identities: the second stands by, and renewing needs owner and epoch.
+func TestIntegrationLeaseServerClockAndIdentity(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	ttl := time.Minute
+	mk := func(clockAhead time.Duration) *watch.Leader {
+		return &watch.Leader{Leases: db, Owner: "materializer-0", TTL: ttl, Log: zerolog.Nop(),
+			Now:       func() time.Time { return time.Now().Add(clockAhead) },
+			NewEngine: func(int64) *watch.Engine { return &watch.Engine{} }}
+	}
+	first, ahead := mk(0), mk(time.Hour)
+	if first.ID() == ahead.ID() {
+		t.Fatalf("two leaders share the identity %q", first.ID())
+	}
+	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- first.Do(ctx, func(context.Context, *watch.Engine) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	l, ok, err := db.Current(ctx)
+	if err != nil || !ok || l.Owner != first.ID() {
+		t.Fatalf("current lease %+v %v %v, want held by %s", l, ok, err, first.ID())
+	}
+	if d := time.Until(l.Expires); d < ttl-time.Minute || d > ttl+time.Minute {
+		t.Errorf("expires in %v, want about the server's now + %v", d, ttl)
+	}
+	if err := ahead.Do(ctx, func(context.Context, *watch.Engine) error { return nil }); !errors.Is(err, watch.ErrLeaseHeld) {
+		t.Errorf("same instance id, clock 1h ahead: %v, want ErrLeaseHeld", err)
+	}
+	if _, ok, err := db.Renew(ctx, "materializer-0", l.Epoch, ttl); err != nil || ok {
+		t.Errorf("renew by the bare instance id: ok=%v %v, want refused", ok, err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

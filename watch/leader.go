@@ -24,6 +24,9 @@ import (
 // leader's late save is rejected (resume.ErrFenced).
 type Leader struct {
 	Leases resume.LeaseStore
+	// Owner is the configured instance id. The lease is held under
+	// resume.UniqueOwner(Owner), drawn once per Leader, so two processes
+	// configured with the same id still have distinct identities.
 	Owner  string
 	TTL    time.Duration
 	Margin time.Duration // safety margin before expiry (TTL/3 when zero)
@@ -32,7 +35,18 @@ type Leader struct {
 	NewEngine func(epoch int64) *Engine
 	Metrics   *Metrics
 	Log       zerolog.Logger
-	Now       func() time.Time
+	// Now is the local clock, used only to measure time elapsed since a
+	// renewal was sent (the write guard); expiry itself is the store's.
+	Now func() time.Time
+
+	id string // lease owner id of this process (see Owner)
+}
+
+// ID returns the lease owner id of this process: Owner, "#", and a random
+// suffix drawn the first time it is needed.
+func (l *Leader) ID() string {
+	l.defaults()
+	return l.id
 }
 
 // Run campaigns for the lease and runs an engine for each term until ctx
@@ -41,7 +55,7 @@ func (l *Leader) Run(ctx context.Context) error {
 	l.defaults()
 	every := l.TTL / 3
 	for ctx.Err() == nil {
-		lease, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, l.Now())
+		lease, ok, err := l.Leases.Acquire(ctx, l.id, l.TTL)
 		switch {
 		case err != nil:
 			l.Log.Warn().Err(err).Msg("lease: acquire failed")
@@ -73,7 +87,7 @@ var ErrLeaseHeld = errors.New("lease held by another instance")
 // ErrLeaseExpiring.
 func (l *Leader) Do(ctx context.Context, job func(ctx context.Context, eng *Engine) error) error {
 	l.defaults()
-	lease, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, l.Now())
+	lease, ok, err := l.Leases.Acquire(ctx, l.id, l.TTL)
 	if err != nil {
 		return fmt.Errorf("acquire lease: %w", err)
 	}
@@ -97,6 +111,9 @@ func (l *Leader) defaults() {
 	if l.Metrics == nil {
 		l.Metrics = NewMetrics(nil)
 	}
+	if l.id == "" {
+		l.id = resume.UniqueOwner(l.Owner)
+	}
 }
 
 // term runs job on a new engine while the lease is held, renewing it.
@@ -111,14 +128,14 @@ func (l *Leader) defaults() {
 // unrenewed (the engine has stopped writing, so nothing is gained by
 // holding it).
 func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Duration, job func(context.Context, *Engine) error) (lost bool, err error) {
-	l.Log.Info().Int64("epoch", lease.Epoch).Msg("lease acquired; streaming")
+	l.Log.Info().Int64("epoch", lease.Epoch).Str("owner", l.id).Msg("lease acquired; streaming")
 	l.Metrics.LeaseHeld.Set(1)
 	l.Metrics.LeaseEpoch.Set(float64(lease.Epoch))
 	defer l.Metrics.LeaseHeld.Set(0)
 	defer func() {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer rcancel()
-		if rerr := l.Leases.Release(rctx, l.Owner, lease.Epoch); rerr != nil {
+		if rerr := l.Leases.Release(rctx, l.id, lease.Epoch); rerr != nil {
 			l.Log.Warn().Err(rerr).Int64("epoch", lease.Epoch).Msg("lease: release failed; a standby takes over when it expires")
 		}
 	}()
@@ -129,6 +146,7 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 	var renewedNanos atomic.Int64
 	renewedNanos.Store(l.Now().UnixNano())
 	eng := l.NewEngine(lease.Epoch)
+	eng.Config.Owner = l.id // checkpoints name the process that saved them
 	// No write may start once the lease could expire unrenewed, and none
 	// may run past the point it could.
 	eng.WriteGuard = func(context.Context) (time.Time, error) {
@@ -159,10 +177,13 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 			}
 			return false, fmt.Errorf("lease epoch %d: %w", lease.Epoch, err)
 		case <-tick.C:
+			// start is taken before the request: the store sets the new
+			// expiry at its own now, which is later, so measuring from
+			// start on the local (monotonic) clock errs on the safe side.
 			start := l.Now()
-			cur, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, start)
+			cur, ok, err := l.Leases.Renew(ctx, l.id, lease.Epoch, l.TTL)
 			switch {
-			case err == nil && ok && cur.Epoch == lease.Epoch:
+			case err == nil && ok:
 				renewed = start
 				renewedNanos.Store(start.UnixNano())
 			case err == nil:
