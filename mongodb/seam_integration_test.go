@@ -20,6 +20,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/normal-oj/noj-materializer/materialize"
+	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
@@ -238,5 +239,54 @@ func TestIntegrationLeaseServerClockAndIdentity(t *testing.T) {
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// countingDB records the largest write call the rebuild makes.
+type countingDB struct {
+	*DB
+	largest int
+}
+
+func (c *countingDB) Apply(ctx context.Context, w *watch.Writes) error {
+	c.largest = max(c.largest, w.Len())
+	return c.DB.Apply(ctx, w)
+}
+
+func (c *countingDB) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materialize.Pair) error {
+	c.largest = max(c.largest, len(keys))
+	return c.DB.RecordKeys(ctx, keys)
+}
+
+// TestIntegrationRebuildGuardPerChunk (item 4): a rebuild of 2,500
+// drifted users and 1,500 submissions asks the write guard before each
+// bulk write of at most 1,000 models, each under its own deadline.
+func TestIntegrationRebuildGuardPerChunk(t *testing.T) {
+	db := testDB(t)
+	var docs materialize.Docs
+	for i := range 2500 {
+		docs.Users = append(docs.Users, mtest.Raw("_id", fmt.Sprintf("u%04d", i), "submission", int32(5), "AC_submission", int32(0), "AC_problem_ids", bson.A{}))
+	}
+	docs.Problems = append(docs.Problems, mtest.Raw("_id", int32(1), "homeworks", bson.A{}))
+	for i := range 1500 {
+		docs.Submissions = append(docs.Submissions, mtest.Raw("_id", bson.NewObjectID(), "user", "u0000", "problem", int32(1),
+			"languageType", int32(1), "timestamp", bson.NewDateTimeFromTime(time.Unix(1_700_000_000+int64(i), 0)), "status", int32(1), "score", int32(0)))
+	}
+	load(t, db, docs)
+	c := &countingDB{DB: db}
+	guards := 0
+	guard := func(context.Context) (time.Time, error) {
+		guards++
+		return time.Now().Add(20 * time.Second), nil
+	}
+	rep, err := watch.Rebuild(testCtx(t), c, materialize.NewDeriver(), watch.RebuildOptions{Guard: guard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DriftedUsers != 2500 || rep.KeyIndexRecords != 1500 {
+		t.Errorf("drifted %d, key records %d", rep.DriftedUsers, rep.KeyIndexRecords)
+	}
+	if c.largest > 1000 || guards < 5 {
+		t.Errorf("largest guarded write %d models, %d guard calls; want <= 1000 and >= 5", c.largest, guards)
 	}
 }

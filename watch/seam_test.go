@@ -12,6 +12,8 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/materialize"
+	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 	"github.com/normal-oj/noj-materializer/memstore"
 	"github.com/normal-oj/noj-materializer/watch"
 )
@@ -100,4 +102,81 @@ func TestLeaderReleasesLeaseOnFatalError(t *testing.T) {
 	if !lease.Expires.IsZero() {
 		t.Errorf("lease still held until %v after a fatal error: a standby waits the whole TTL", lease.Expires)
 	}
+}
+
+// slowStore is a server that takes perModel (on a fake clock) for each
+// model of a write and fails a write that would outlive its context's
+// deadline, as the driver and server do with a deadline (maxTimeMS).
+type slowStore struct {
+	*memstore.Store
+	now      time.Time
+	perModel time.Duration
+	largest  int // most models in one write call
+}
+
+func (s *slowStore) spend(ctx context.Context, models int) error {
+	s.largest = max(s.largest, models)
+	end := s.now.Add(time.Duration(models) * s.perModel)
+	if dl, ok := ctx.Deadline(); ok && end.After(dl) {
+		s.now = dl
+		return fmt.Errorf("bulk write of %d models: %w", models, context.DeadlineExceeded)
+	}
+	s.now = end
+	return nil
+}
+
+func (s *slowStore) Apply(ctx context.Context, w *watch.Writes) error {
+	if err := s.spend(ctx, w.Len()); err != nil {
+		return err
+	}
+	return s.Store.Apply(ctx, w)
+}
+
+func (s *slowStore) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materialize.Pair) error {
+	if err := s.spend(ctx, len(keys)); err != nil {
+		return err
+	}
+	return s.Store.RecordKeys(ctx, keys)
+}
+
+// TestRebuildGuardPerChunk pins issue 8 item 4: the write guard's deadline
+// used to cover a whole flush (3,000 derived values, 2,500 key records
+// here), which a slow server cannot finish within one lease deadline, so
+// the rebuild failed and restarted its scan. The guard is now asked before
+// each bulk write of at most 1,000 models, each with a fresh deadline
+// while the lease is renewed.
+func TestRebuildGuardPerChunk(t *testing.T) {
+	st := memstore.New()
+	for i := range 3000 {
+		must(st.Load(materialize.CollUser, mtest.Raw("_id", fmt.Sprintf("u%04d", i), "submission", int32(5), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	}
+	must(st.Load(materialize.CollProblem, mtest.Raw("_id", int32(1), "homeworks", bson.A{})))
+	for i := range 2500 {
+		must(st.Load(materialize.CollSubmission, mtest.Raw("_id", bson.NewObjectID(), "user", "u0000", "problem", int32(1),
+			"languageType", int32(1), "timestamp", bson.NewDateTimeFromTime(time.Unix(1_700_000_000+int64(i), 0)), "status", int32(1), "score", int32(0))))
+	}
+	// The fake clock runs a day ahead of the real one, so the real
+	// contexts built from the guard's deadlines never expire by themselves.
+	slow := &slowStore{Store: st, now: time.Now().Add(24 * time.Hour), perModel: time.Millisecond}
+	guards := 0
+	guard := func(context.Context) (time.Time, error) {
+		guards++
+		// The lease is renewed all along: each write may run until
+		// 1.5 s (1,500 models) after the guard passed.
+		return slow.now.Add(1500 * time.Millisecond), nil
+	}
+	rep, err := watch.Rebuild(context.Background(), slow, materialize.NewDeriver(), watch.RebuildOptions{Guard: guard})
+	if err != nil {
+		t.Fatalf("rebuild on a slow server: %v", err)
+	}
+	if rep.DriftedUsers != 3000 || rep.KeyIndexRecords != 2500 {
+		t.Errorf("drifted users %d, key records %d; want 3000, 2500", rep.DriftedUsers, rep.KeyIndexRecords)
+	}
+	if slow.largest > 1000 {
+		t.Errorf("one guarded write carried %d models, want at most 1000", slow.largest)
+	}
+	if guards < 6 {
+		t.Errorf("guard asked %d times, want once per chunk (at least 6)", guards)
+	}
+	checkConverged(t, st, "after a rebuild on a slow server")
 }
