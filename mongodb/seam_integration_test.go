@@ -290,3 +290,49 @@ func TestIntegrationRebuildGuardPerChunk(t *testing.T) {
 		t.Errorf("largest guarded write %d models, %d guard calls; want <= 1000 and >= 5", c.largest, guards)
 	}
 }
+
+// TestIntegrationReadsMajorityAfterEvent (item 7): a change event's
+// cluster time passed as watch.ReadAfter makes the adapter's reads carry
+// readConcern {level: majority, afterClusterTime}, which the server
+// accepts on the primary, and they see the event's write.
+func TestIntegrationReadsMajorityAfterEvent(t *testing.T) {
+	base := testDB(t)
+	ctx := testCtx(t)
+	client, log := monitoredClient(t)
+	d := newDB(client, base.cfg)
+	if err := d.db.CreateCollection(ctx, materialize.CollUser); err != nil {
+		t.Fatal(err)
+	}
+	start, err := d.ClusterTime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := d.Open(ctx, watch.Position{StartAt: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(ctx)
+	if _, err := base.users.InsertOne(ctx, bson.D{{Key: "_id", Value: "alice"}, {Key: "submission", Value: int64(4)},
+		{Key: "AC_submission", Value: int64(0)}, {Key: "AC_problem_ids", Value: bson.A{}}}); err != nil {
+		t.Fatal(err)
+	}
+	ev := mustEvent(t, st, materialize.CollUser, materialize.OpInsert)
+	users, err := d.Users(watch.WithReadAfter(ctx, ev.ClusterTime), []string{"alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := users["alice"]; !ok || u.Stats.Submission != 4 {
+		t.Errorf("read after the event: %+v", users)
+	}
+	finds := log.named("find")
+	if len(finds) == 0 {
+		t.Fatal("no find sent")
+	}
+	rc := finds[len(finds)-1].Lookup("readConcern").Document()
+	if lvl, _ := rc.Lookup("level").StringValueOK(); lvl != "majority" {
+		t.Errorf("readConcern %s", rc)
+	}
+	if tt, ti, ok := rc.Lookup("afterClusterTime").TimestampOK(); !ok || (bson.Timestamp{T: tt, I: ti}) != ev.ClusterTime {
+		t.Errorf("readConcern %s, want afterClusterTime %v", rc, ev.ClusterTime)
+	}
+}

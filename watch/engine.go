@@ -333,7 +333,15 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 	if keys.Empty() {
 		return nil
 	}
-	out, err := Recompute(ctx, e.Store, e.Store, e.deriver, keys)
+	// Read causally after the batch's last event: what it changed must be
+	// visible to the reads that decide the values written for it.
+	var last bson.Timestamp
+	for _, ev := range events {
+		if last.Before(ev.ClusterTime) {
+			last = ev.ClusterTime
+		}
+	}
+	out, err := Recompute(WithReadAfter(ctx, last), e.Store, e.Store, e.deriver, keys)
 	if err != nil {
 		return fmt.Errorf("recompute: %w: %w", err, ErrTransient)
 	}

@@ -180,3 +180,75 @@ func TestRebuildGuardPerChunk(t *testing.T) {
 	}
 	checkConverged(t, st, "after a rebuild on a slow server")
 }
+
+// readAfterStore records the watch.ReadAfter time of every source read.
+type readAfterStore struct {
+	*memstore.Store
+	seen []bson.Timestamp // zero: a read without one
+}
+
+func (s *readAfterStore) note(ctx context.Context) {
+	t, _ := watch.ReadAfter(ctx)
+	s.seen = append(s.seen, t)
+}
+
+func (s *readAfterStore) Submissions(ctx context.Context, users []string, pairs []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	s.note(ctx)
+	return s.Store.Submissions(ctx, users, pairs)
+}
+
+func (s *readAfterStore) Users(ctx context.Context, names []string) (map[string]watch.StoredUser, error) {
+	s.note(ctx)
+	return s.Store.Users(ctx, names)
+}
+
+func (s *readAfterStore) Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
+	s.note(ctx)
+	return s.Store.Homeworks(ctx, ids, users)
+}
+
+// TestBatchReadsCausallyAfterLastEvent pins issue 8 item 7 on the engine's
+// side: every read of a batch's recomputation carries the cluster time of
+// the batch's last event (the adapter turns it into readConcern
+// afterClusterTime), so the reads reflect what the batch's events did.
+func TestBatchReadsCausallyAfterLastEvent(t *testing.T) {
+	f := newFixture(t)
+	drain(t, f.st)
+	id := f.submit(t, f.end.Add(-time.Hour))
+	f.land(t, id, 0, 100)
+	// The batch: the two events above (the engine's own writes emit more
+	// afterwards, read by later batches).
+	last := bson.Timestamp{}
+	st, err := f.st.Open(context.Background(), watch.Position{StartAt: bson.Timestamp{T: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, ok, err := st.Next(context.Background())
+		if err != nil || !ok {
+			break
+		}
+		last = ev.ClusterTime
+	}
+	rs := &readAfterStore{Store: f.st}
+	eng := newEngine(f.st)
+	eng.Store = rs
+	eng.Config.BatchSize = 100
+	if err := eng.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.seen) == 0 {
+		t.Fatal("no source read")
+	}
+	if rs.seen[0] != last {
+		t.Errorf("first batch read after %v, want its last event %v", rs.seen[0], last)
+	}
+	for i, got := range rs.seen {
+		if got.IsZero() {
+			t.Errorf("read %d of a batch without a cluster time to read after", i)
+		}
+	}
+	if f.user(t).Submission != 1 {
+		t.Error("batch not applied")
+	}
+}
