@@ -55,6 +55,7 @@ func (l *Leader) Run(ctx context.Context) error {
 	l.defaults()
 	every := l.TTL / 3
 	for ctx.Err() == nil {
+		sent := l.Now()
 		lease, ok, err := l.Leases.Acquire(ctx, l.id, l.TTL)
 		switch {
 		case err != nil:
@@ -62,7 +63,7 @@ func (l *Leader) Run(ctx context.Context) error {
 		case !ok:
 			l.Log.Debug().Str("holder", lease.Owner).Int64("epoch", lease.Epoch).Msg("lease held by another instance; standing by")
 		default:
-			lost, err := l.term(ctx, lease, every, func(ctx context.Context, e *Engine) error { return e.Run(ctx) })
+			lost, err := l.term(ctx, lease, sent, every, func(ctx context.Context, e *Engine) error { return e.Run(ctx) })
 			if err != nil {
 				return err
 			}
@@ -87,6 +88,7 @@ var ErrLeaseHeld = errors.New("lease held by another instance")
 // ErrLeaseExpiring.
 func (l *Leader) Do(ctx context.Context, job func(ctx context.Context, eng *Engine) error) error {
 	l.defaults()
+	sent := l.Now()
 	lease, ok, err := l.Leases.Acquire(ctx, l.id, l.TTL)
 	if err != nil {
 		return fmt.Errorf("acquire lease: %w", err)
@@ -94,7 +96,7 @@ func (l *Leader) Do(ctx context.Context, job func(ctx context.Context, eng *Engi
 	if !ok {
 		return fmt.Errorf("%w: %s holds epoch %d until %s", ErrLeaseHeld, lease.Owner, lease.Epoch, lease.Expires.Format(time.RFC3339))
 	}
-	lost, err := l.term(ctx, lease, l.TTL/3, job) // releases the lease
+	lost, err := l.term(ctx, lease, sent, l.TTL/3, job) // releases the lease
 	if err == nil && lost && ctx.Err() == nil {
 		return ErrLeaseExpiring
 	}
@@ -127,7 +129,11 @@ func (l *Leader) defaults() {
 // at once instead of after the TTL), and a lease about to expire
 // unrenewed (the engine has stopped writing, so nothing is gained by
 // holding it).
-func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Duration, job func(context.Context, *Engine) error) (lost bool, err error) {
+//
+// acquired is the local time the acquisition was sent: the store set the
+// expiry at its own later now, so the guard's windows, measured from
+// acquired and then from each renewal's send time, end before it.
+func (l *Leader) term(ctx context.Context, lease resume.Lease, acquired time.Time, every time.Duration, job func(context.Context, *Engine) error) (lost bool, err error) {
 	l.Log.Info().Int64("epoch", lease.Epoch).Str("owner", l.id).Msg("lease acquired; streaming")
 	l.Metrics.LeaseHeld.Set(1)
 	l.Metrics.LeaseEpoch.Set(float64(lease.Epoch))
@@ -144,7 +150,7 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 	defer cancel()
 	done := make(chan error, 1)
 	var renewedNanos atomic.Int64
-	renewedNanos.Store(l.Now().UnixNano())
+	renewedNanos.Store(acquired.UnixNano())
 	eng := l.NewEngine(lease.Epoch)
 	eng.Config.Owner = l.id // checkpoints name the process that saved them
 	// No write may start once the lease could expire unrenewed, and none
@@ -159,7 +165,7 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 	}
 	go func() { done <- job(engCtx, eng) }()
 
-	renewed := l.Now()
+	renewed := acquired
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
