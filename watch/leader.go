@@ -149,14 +149,16 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, acquired time.Tim
 	engCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	var renewedNanos atomic.Int64
-	renewedNanos.Store(acquired.UnixNano())
+	// A time.Time, not UnixNano: it keeps the monotonic reading, so a step
+	// of the wall clock does not stretch the window.
+	var renewedAt atomic.Pointer[time.Time]
+	renewedAt.Store(&acquired)
 	eng := l.NewEngine(lease.Epoch)
 	eng.Config.Owner = l.id // checkpoints name the process that saved them
 	// No write may start once the lease could expire unrenewed, and none
 	// may run past the point it could.
 	eng.WriteGuard = func(context.Context) (time.Time, error) {
-		renewed := time.Unix(0, renewedNanos.Load())
+		renewed := *renewedAt.Load()
 		if l.Now().Sub(renewed) >= l.TTL-l.Margin {
 			return time.Time{}, ErrLeaseExpiring
 		}
@@ -191,7 +193,7 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, acquired time.Tim
 			switch {
 			case err == nil && ok:
 				renewed = start
-				renewedNanos.Store(start.UnixNano())
+				renewedAt.Store(&start)
 			case err == nil:
 				l.Log.Warn().Str("holder", cur.Owner).Int64("epoch", cur.Epoch).Msg("lease lost; stopping the engine")
 				cancel()
