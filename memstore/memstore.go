@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -44,8 +45,19 @@ type Store struct {
 	// "stream.next", ...); a non-nil error aborts the operation with it.
 	// Writes of one Apply call fail one at a time, so a failure can land
 	// between writes of one batch.
-	Fail  func(op string) error
+	Fail func(op string) error
+	// Clock is the server's clock, which alone decides lease expiry (as
+	// MongoDB's $$NOW does); time.Now when nil. Simulations share a fake
+	// one with their instances or skew it from theirs.
+	Clock func() time.Time
 	stats Stats
+}
+
+func (s *Store) clock() time.Time {
+	if s.Clock != nil {
+		return s.Clock()
+	}
+	return time.Now()
 }
 
 // Stats counts operations, for coalescing and cost assertions.

@@ -611,23 +611,41 @@ func (s *Store) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error 
 	return nil
 }
 
-// Acquire implements resume.LeaseStore.
-func (s *Store) Acquire(ctx context.Context, owner string, ttl time.Duration, now time.Time) (resume.Lease, bool, error) {
+// Acquire implements resume.LeaseStore: expiry is decided by the store's
+// clock (Store.Clock), as MongoDB decides it by $$NOW, never by the
+// caller's.
+func (s *Store) Acquire(ctx context.Context, owner string, ttl time.Duration) (resume.Lease, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.fail("lease.acquire"); err != nil {
 		return resume.Lease{}, false, err
 	}
+	now := s.clock()
 	switch {
 	case s.lease == nil:
 		s.lease = &resume.Lease{Owner: owner, Epoch: 1, Expires: now.Add(ttl)}
-	case s.lease.Owner == owner:
-		s.lease.Expires = now.Add(ttl)
 	case !now.Before(s.lease.Expires):
 		s.lease = &resume.Lease{Owner: owner, Epoch: s.lease.Epoch + 1, Expires: now.Add(ttl)}
 	default:
 		return *s.lease, false, nil
 	}
+	return *s.lease, true, nil
+}
+
+// Renew implements resume.LeaseStore: owner and epoch must both match.
+func (s *Store) Renew(ctx context.Context, owner string, epoch int64, ttl time.Duration) (resume.Lease, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fail("lease.renew"); err != nil {
+		return resume.Lease{}, false, err
+	}
+	if s.lease == nil {
+		return resume.Lease{}, false, nil
+	}
+	if s.lease.Owner != owner || s.lease.Epoch != epoch {
+		return *s.lease, false, nil
+	}
+	s.lease.Expires = s.clock().Add(ttl)
 	return *s.lease, true, nil
 }
 

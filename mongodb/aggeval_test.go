@@ -17,6 +17,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -307,7 +308,7 @@ func (e evaluator) op(name string, arg any) any {
 		return e.eval(a[1])
 	case "$add":
 		var sum int64
-		long := false
+		long, date := false, false
 		for _, x := range arg.(bson.A) {
 			switch n := e.eval(x).(type) {
 			case int32:
@@ -315,14 +316,30 @@ func (e evaluator) op(name string, arg any) any {
 			case int64:
 				sum += n
 				long = true
+			case bson.DateTime: // a date plus milliseconds is a date (at most one date)
+				if date {
+					panic("$add of two dates")
+				}
+				sum += int64(n)
+				date = true
 			default:
 				panic(fmt.Sprintf("$add of %T", n))
 			}
+		}
+		if date {
+			return bson.DateTime(sum)
 		}
 		if long || sum > math.MaxInt32 || sum < math.MinInt32 {
 			return sum
 		}
 		return int32(sum)
+	case "$lte":
+		a := args(arg, 2)
+		c, ok := compare(e.eval(a[0]), e.eval(a[1]))
+		if !ok { // different types: BSON order, where missing/null sort first
+			return typeName(e.eval(a[0])) == "missing" || typeName(e.eval(a[0])) == "null"
+		}
+		return c <= 0
 	case "$size":
 		a, ok := e.eval(arg).(bson.A)
 		if !ok {
@@ -634,16 +651,44 @@ func applyUpdate(doc bson.D, update any) bson.D {
 	panic(fmt.Sprintf("update of type %T", update))
 }
 
-// collection is a toy collection for UpdateOne/upsert semantics.
-type collection struct{ docs []bson.D }
+// collection is a toy collection for UpdateOne/upsert semantics. now is
+// the server's clock: each statement sees "$$NOW" as that one instant.
+type collection struct {
+	docs []bson.D
+	now  time.Time
+}
+
+// bindNow replaces every "$$NOW" in v with {$literal: now}, as the server
+// binds $$NOW to one value for a whole statement.
+func bindNow(v any, now time.Time) any {
+	switch x := v.(type) {
+	case string:
+		if x == "$$NOW" {
+			return bson.D{{Key: "$literal", Value: bson.NewDateTimeFromTime(now)}}
+		}
+	case bson.D:
+		out := make(bson.D, len(x))
+		for i, el := range x {
+			out[i] = bson.E{Key: el.Key, Value: bindNow(el.Value, now)}
+		}
+		return out
+	case bson.A:
+		out := make(bson.A, len(x))
+		for i, el := range x {
+			out[i] = bindNow(el, now)
+		}
+		return out
+	}
+	return v
+}
 
 // updateOne applies update to the first document matching filter. With
 // upsert and no match it inserts a document seeded from filter's top-level
 // equality fields, failing with dupKey when a document with that _id
 // exists. It returns the matched count.
 func (c *collection) updateOne(filter bson.D, update any, upsert bool) (matched int, dupKey bool) {
-	filter = norm(filter).(bson.D)
-	update = norm(update)
+	filter = bindNow(norm(filter), c.now).(bson.D)
+	update = bindNow(norm(update), c.now)
 	for i, d := range c.docs {
 		if match(d, filter) {
 			c.docs[i] = applyUpdate(d, update)

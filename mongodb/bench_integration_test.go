@@ -22,7 +22,7 @@ func seedDemo(b testing.TB, db *DB, p demo.Params) {
 	docs := demo.Generate(p)
 	load(b, db, materialize.Docs{Users: docs[materialize.CollUser], Problems: docs[materialize.CollProblem],
 		Homeworks: docs[materialize.CollHomework], Submissions: docs[materialize.CollSubmission]})
-	if err := db.EnsureIndexes(testCtx(b)); err != nil {
+	if err := db.EnsureIndexes(testCtx(b), nil); err != nil {
 		b.Fatal(err)
 	}
 }

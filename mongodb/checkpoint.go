@@ -98,65 +98,106 @@ func (d *DB) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error {
 	return nil
 }
 
+// Lease expiry is decided by the server's clock alone: the conditional
+// updates compare lease.expires with $$NOW, the server's current time
+// (aggregation variable, MongoDB 4.2+; the adapter requires 4.4), and set
+// expires to $$NOW + ttl. No instance's clock enters the decision, so a
+// standby whose clock runs ahead cannot take a lease the holder still
+// renews. ($$NOW in a find filter needs $expr; in an update it needs the
+// pipeline form.)
+const serverNow = "$$NOW"
+
+// leaseDoc is the pipeline expression of a lease held by owner at epoch
+// until the server's now + ttl.
+func leaseDoc(owner string, epoch any, ttl time.Duration) bson.D {
+	return bson.D{
+		{Key: "owner", Value: literal(owner)},
+		{Key: "epoch", Value: epoch},
+		{Key: "expires", Value: bson.D{{Key: "$add", Value: bson.A{serverNow, ttl.Milliseconds()}}}},
+	}
+}
+
 // acquireWrite returns the filter and update pipeline of Acquire. The
-// filter matches the state document when owner holds the lease, or the
-// lease expired at now (expires <= now), or there is no lease; the
-// pipeline sets owner and expires = now+ttl and keeps the epoch when the
-// owner is unchanged, otherwise increments it (from 0 when absent).
-func acquireWrite(owner string, ttl time.Duration, now time.Time) (filter bson.D, update bson.A) {
+// filter matches the state document when there is no lease or the lease
+// expired by the server's clock (expires <= $$NOW, whoever held it); the
+// pipeline sets a new lease for owner with the next epoch (1 when none)
+// expiring at $$NOW + ttl.
+func acquireWrite(owner string, ttl time.Duration) (filter bson.D, update bson.A) {
 	filter = bson.D{
 		{Key: "_id", Value: stateID},
 		{Key: "$or", Value: bson.A{
-			bson.D{{Key: fieldLease + ".owner", Value: owner}},
-			bson.D{{Key: fieldLease + ".expires", Value: bson.D{{Key: "$lte", Value: now}}}},
 			bson.D{{Key: fieldLease, Value: bson.D{{Key: "$exists", Value: false}}}},
+			bson.D{{Key: "$expr", Value: bson.D{{Key: "$lte", Value: bson.A{"$" + fieldLease + ".expires", serverNow}}}}},
 		}},
 	}
-	epoch := cond(bson.D{{Key: "$eq", Value: bson.A{"$" + fieldLease + ".owner", literal(owner)}}},
-		"$"+fieldLease+".epoch",
-		bson.D{{Key: "$add", Value: bson.A{bson.D{{Key: "$ifNull", Value: bson.A{"$" + fieldLease + ".epoch", int64(0)}}}, int64(1)}}})
-	update = bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: fieldLease, Value: bson.D{
-		{Key: "owner", Value: literal(owner)},
-		{Key: "epoch", Value: epoch},
-		{Key: "expires", Value: literal(now.Add(ttl))},
-	}}}}}}
+	epoch := bson.D{{Key: "$add", Value: bson.A{bson.D{{Key: "$ifNull", Value: bson.A{"$" + fieldLease + ".epoch", int64(0)}}}, int64(1)}}}
+	update = bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: fieldLease, Value: leaseDoc(owner, epoch, ttl)}}}}}
+	return filter, update
+}
+
+// renewWrite returns the filter and update pipeline of Renew: they match
+// only while owner holds the lease at epoch, and extend it to
+// $$NOW + ttl, keeping owner and epoch.
+func renewWrite(owner string, epoch int64, ttl time.Duration) (filter bson.D, update bson.A) {
+	filter = bson.D{{Key: "_id", Value: stateID}, {Key: fieldLease + ".owner", Value: owner}, {Key: fieldLease + ".epoch", Value: epoch}}
+	update = bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: fieldLease, Value: leaseDoc(owner, literal(epoch), ttl)}}}}}
 	return filter, update
 }
 
 // Acquire implements resume.LeaseStore with one findAndModify: it takes
-// the lease for owner when it is free or expired at now (epoch + 1), or
-// renews it when owner holds it (same epoch), setting expires to now+ttl.
-// The state document is upserted only on the very first acquisition; when
-// another owner holds an unexpired lease the upsert's insert collides with
-// the existing document (duplicate key), which means "not acquired", and
-// the current lease is returned with ok false. now is the caller's clock:
-// instances must agree on time within a small fraction of ttl.
-func (d *DB) Acquire(ctx context.Context, owner string, ttl time.Duration, now time.Time) (resume.Lease, bool, error) {
-	filter, update := acquireWrite(owner, ttl, now)
+// the lease for owner when there is none or it expired by the server's
+// clock, with the next epoch, until the server's now + ttl. The state
+// document is upserted only on the very first acquisition; when another
+// owner holds an unexpired lease the upsert's insert collides with the
+// existing document (duplicate key), which means "not acquired", and the
+// current lease is returned with ok false.
+func (d *DB) Acquire(ctx context.Context, owner string, ttl time.Duration) (resume.Lease, bool, error) {
+	filter, update := acquireWrite(owner, ttl)
+	l, ok, err := d.leaseUpdate(ctx, filter, update, true)
+	if err != nil {
+		return resume.Lease{}, false, fmt.Errorf("acquire lease in %s: %w", d.state.Name(), err)
+	}
+	return l, ok, nil
+}
+
+// Renew implements resume.LeaseStore: one findAndModify that extends the
+// lease to the server's now + ttl only if owner still holds it at epoch;
+// otherwise ok is false and the current lease is returned.
+func (d *DB) Renew(ctx context.Context, owner string, epoch int64, ttl time.Duration) (resume.Lease, bool, error) {
+	filter, update := renewWrite(owner, epoch, ttl)
+	l, ok, err := d.leaseUpdate(ctx, filter, update, false)
+	if err != nil {
+		return resume.Lease{}, false, fmt.Errorf("renew lease in %s: %w", d.state.Name(), err)
+	}
+	return l, ok, nil
+}
+
+// leaseUpdate runs one findAndModify of the state document returning the
+// lease after the update (mongo.Collection.FindOneAndUpdate with
+// options.After). When nothing matched (no document, or the upsert's
+// insert hit the existing _id) it returns the current lease and ok false.
+func (d *DB) leaseUpdate(ctx context.Context, filter bson.D, update bson.A, upsert bool) (resume.Lease, bool, error) {
 	wctx, cancel := d.writeCtx(ctx)
 	defer cancel()
 	var doc struct {
 		Lease *resume.Lease `bson:"lease"`
 	}
 	err := d.state.FindOneAndUpdate(wctx, filter, update, options.FindOneAndUpdate().
-		SetUpsert(true).
+		SetUpsert(upsert).
 		SetReturnDocument(options.After).
 		SetProjection(bson.D{{Key: fieldLease, Value: 1}})).Decode(&doc)
-	if mongo.IsDuplicateKeyError(err) {
-		l, ok, err := d.Current(ctx)
+	if mongo.IsDuplicateKeyError(err) || errors.Is(err, mongo.ErrNoDocuments) {
+		l, _, err := d.Current(ctx)
 		if err != nil {
-			return resume.Lease{}, false, fmt.Errorf("acquire lease: %w", err)
-		}
-		if !ok {
-			return resume.Lease{}, false, nil
+			return resume.Lease{}, false, err
 		}
 		return l, false, nil
 	}
 	if err != nil {
-		return resume.Lease{}, false, fmt.Errorf("acquire lease in %s: %w", d.state.Name(), err)
+		return resume.Lease{}, false, err
 	}
 	if doc.Lease == nil {
-		return resume.Lease{}, false, fmt.Errorf("acquire lease in %s: no lease in the updated document", d.state.Name())
+		return resume.Lease{}, false, errors.New("no lease in the updated document")
 	}
 	return *doc.Lease, true, nil
 }

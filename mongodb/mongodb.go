@@ -102,14 +102,14 @@ func (c Config) withDefaults() Config {
 type DB struct {
 	cfg    Config
 	client *mongo.Client
-	db     *mongo.Database // majority write concern
+	db     *mongo.Database // majority write and read concern
 
 	submissions *mongo.Collection
 	homeworks   *mongo.Collection
 	problems    *mongo.Collection
 	users       *mongo.Collection
 	keys        *mongo.Collection
-	state       *mongo.Collection // majority read concern too
+	state       *mongo.Collection
 
 	// standalone is true on a standalone mongod (Config.AllowStandalone):
 	// no oplog, so no change stream and no cluster time.
@@ -171,8 +171,23 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, fail("%w", err)
 	}
 
-	db := client.Database(cfg.Database, options.Database().SetWriteConcern(writeconcern.Majority()))
-	d := &DB{
+	ok = true
+	d := newDB(client, cfg)
+	d.standalone = standalone
+	return d, nil
+}
+
+// newDB returns the DB of cfg (defaults applied) on client: majority write
+// concern everywhere, and majority read concern on every collection,
+// since every read decides a write (or a checkpoint) and a value read
+// from a write that is later rolled back would never be corrected (the
+// rollback emits no change event). Reads go to the client's read
+// preference, which Open sets to primary.
+func newDB(client *mongo.Client, cfg Config) *DB {
+	db := client.Database(cfg.Database, options.Database().
+		SetWriteConcern(writeconcern.Majority()).
+		SetReadConcern(readconcern.Majority()))
+	return &DB{
 		cfg:         cfg,
 		client:      client,
 		db:          db,
@@ -181,11 +196,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		problems:    db.Collection(materialize.CollProblem),
 		users:       db.Collection(materialize.CollUser),
 		keys:        db.Collection(cfg.KeysCollection),
-		state:       db.Collection(cfg.CheckpointCollection, options.Collection().SetReadConcern(readconcern.Majority())),
+		state:       db.Collection(cfg.CheckpointCollection),
 	}
-	d.standalone = standalone
-	ok = true
-	return d, nil
 }
 
 // Close disconnects the client, waiting for in-use connections until ctx

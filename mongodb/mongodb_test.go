@@ -139,6 +139,7 @@ func TestClassifyStreamError(t *testing.T) {
 		other kind = iota
 		lost
 		transient
+		impossible
 	)
 	cases := []struct {
 		name string
@@ -162,7 +163,11 @@ func TestClassifyStreamError(t *testing.T) {
 		{"net timeout", fmt.Errorf("read: %w", timeoutNetErr{}), transient},
 		{"canceled", context.Canceled, other},
 		{"Unauthorized", mongo.CommandError{Code: 13, Name: "Unauthorized"}, other},
-		{"InvalidResumeToken", mongo.CommandError{Code: 260, Name: "InvalidResumeToken"}, other},
+		{"InvalidResumeToken", mongo.CommandError{Code: 260, Name: "InvalidResumeToken"}, impossible},
+		{"BSONObjectTooLarge", mongo.CommandError{Code: 10334, Name: "BSONObjectTooLarge", Message: "BSONObj size: 17000000 (0x1036640) is invalid. Size must be between 0 and 16793600(16MB)"}, impossible},
+		{"CursorKilled", mongo.CommandError{Code: 237, Name: "CursorKilled"}, transient},
+		{"Interrupted", mongo.CommandError{Code: 11601, Name: "Interrupted", Message: "operation was interrupted"}, transient},
+		{"ReadConcernMajorityNotAvailableYet", mongo.CommandError{Code: 134}, transient},
 		{"plain", errors.New("boom"), other},
 	}
 	for _, c := range cases {
@@ -173,6 +178,8 @@ func TestClassifyStreamError(t *testing.T) {
 			got = lost
 		case errors.Is(err, watch.ErrTransient):
 			got = transient
+		case errors.Is(err, watch.ErrResumeImpossible):
+			got = impossible
 		}
 		if got != c.want {
 			t.Errorf("%s: classified %v as %d, want %d", c.name, err, got, c.want)

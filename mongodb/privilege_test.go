@@ -107,10 +107,10 @@ func TestIntegrationLeastPrivilege(t *testing.T) {
 		t.Fatalf("open as the least-privilege user: %v", err)
 	}
 	defer db.Close(context.Background())
-	if err := db.EnsureIndexes(ctx); err != nil {
+	if err := db.EnsureIndexes(ctx, nil); err != nil {
 		t.Fatalf("EnsureIndexes: %v", err)
 	}
-	lease, ok, err := db.Acquire(ctx, "least", 10*time.Second, time.Now())
+	lease, ok, err := db.Acquire(ctx, "least", 10*time.Second)
 	if err != nil || !ok {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}

@@ -516,15 +516,22 @@ func TestRecordKeysWrite(t *testing.T) {
 	}
 }
 
-// leaseSim runs the lease and checkpoint writes against the evaluator.
+// leaseSim runs the lease and checkpoint writes against the evaluator;
+// s.c.now is the server's clock ($$NOW).
 type leaseSim struct{ c collection }
 
-func (s *leaseSim) acquire(owner string, ttl time.Duration, now time.Time) (resume.Lease, bool) {
-	f, u := acquireWrite(owner, ttl, now)
+func (s *leaseSim) acquire(owner string, ttl time.Duration) (resume.Lease, bool) {
+	f, u := acquireWrite(owner, ttl)
 	if _, dup := s.c.updateOne(f, u, true); dup {
 		return s.current(), false
 	}
 	return s.current(), true
+}
+
+func (s *leaseSim) renew(owner string, epoch int64, ttl time.Duration) (resume.Lease, bool) {
+	f, u := renewWrite(owner, epoch, ttl)
+	n, _ := s.c.updateOne(f, u, false)
+	return s.current(), n == 1
 }
 
 func (s *leaseSim) current() resume.Lease {
@@ -560,25 +567,28 @@ func (s *leaseSim) checkpoint() resume.Checkpoint {
 }
 
 // TestLeaseAndFencing runs the lease protocol through the evaluator: the
-// same sequence memstore's reference implementation defines.
+// same sequence memstore's reference implementation defines. Time is the
+// server's ($$NOW, s.c.now); no caller passes a clock.
 func TestLeaseAndFencing(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ttl := 10 * time.Second
 	var s leaseSim
+	at := func(d time.Duration) { s.c.now = t0.Add(d) }
 	expect := func(step string, l resume.Lease, ok bool, owner string, epoch int64, wantOK bool) {
 		t.Helper()
 		if ok != wantOK || l.Owner != owner || l.Epoch != epoch {
 			t.Errorf("%s: %+v ok=%v, want owner %s epoch %d ok=%v", step, l, ok, owner, epoch, wantOK)
 		}
 	}
+	at(0)
 	// No lease yet: an epoch-0 save creates the document.
 	if err := s.save(resume.Checkpoint{StartAt: bson.Timestamp{T: 1, I: 1}}); err != nil {
 		t.Fatalf("epoch 0 save without a lease: %v", err)
 	}
-	l, ok := s.acquire("A", ttl, t0)
+	l, ok := s.acquire("A", ttl)
 	expect("A acquires", l, ok, "A", 1, true)
 	if !l.Expires.Equal(t0.Add(ttl)) {
-		t.Errorf("expires %v, want %v", l.Expires, t0.Add(ttl))
+		t.Errorf("expires %v, want the server's now + ttl %v", l.Expires, t0.Add(ttl))
 	}
 	if cp := s.checkpoint(); cp.StartAt != (bson.Timestamp{T: 1, I: 1}) {
 		t.Errorf("acquire lost the checkpoint: %+v", cp)
@@ -589,12 +599,26 @@ func TestLeaseAndFencing(t *testing.T) {
 	if err := s.save(resume.Checkpoint{Epoch: 1, Owner: "A", ClusterTime: bson.Timestamp{T: 2}}); err != nil {
 		t.Errorf("A saves: %v", err)
 	}
-	l, ok = s.acquire("B", ttl, t0.Add(5*time.Second))
+	at(5 * time.Second)
+	l, ok = s.acquire("B", ttl)
 	expect("B while A holds", l, ok, "A", 1, false)
-	l, ok = s.acquire("A", ttl, t0.Add(9*time.Second))
+	l, ok = s.acquire("A", ttl)
+	expect("A acquiring again while it holds (same owner is no renewal)", l, ok, "A", 1, false)
+	at(9 * time.Second)
+	l, ok = s.renew("A", 1, ttl)
 	expect("A renews", l, ok, "A", 1, true)
-	l, ok = s.acquire("B", ttl, t0.Add(19*time.Second))
-	expect("B at A's expiry", l, ok, "B", 2, true)
+	if !l.Expires.Equal(t0.Add(9*time.Second + ttl)) {
+		t.Errorf("renewed expires %v", l.Expires)
+	}
+	l, ok = s.renew("A", 2, ttl)
+	expect("A renews a wrong epoch", l, ok, "A", 1, false)
+	l, ok = s.renew("B", 1, ttl)
+	expect("B renews A's lease", l, ok, "A", 1, false)
+	at(19 * time.Second)
+	l, ok = s.acquire("B", ttl)
+	expect("B at A's expiry by the server's clock", l, ok, "B", 2, true)
+	l, ok = s.renew("A", 1, ttl)
+	expect("deposed A renews", l, ok, "B", 2, false)
 	if err := s.save(resume.Checkpoint{Epoch: 1, Owner: "A"}); !errors.Is(err, resume.ErrFenced) {
 		t.Errorf("deposed A saves: %v", err)
 	}
@@ -604,12 +628,14 @@ func TestLeaseAndFencing(t *testing.T) {
 	if cp := s.checkpoint(); cp.Epoch != 2 || cp.ClusterTime.T != 3 {
 		t.Errorf("checkpoint %+v", cp)
 	}
-	l, ok = s.acquire("A", ttl, t0.Add(20*time.Second))
+	at(20 * time.Second)
+	l, ok = s.acquire("A", ttl)
 	expect("A while B holds", l, ok, "B", 2, false)
 	// B releases: the epoch stays, the next owner gets 3.
 	rf := norm(bson.D{{Key: "_id", Value: stateID}, {Key: "lease.owner", Value: "B"}, {Key: "lease.epoch", Value: int64(2)}}).(bson.D)
 	s.c.updateOne(rf, bson.D{{Key: "$set", Value: bson.D{{Key: "lease.expires", Value: time.Time{}}}}}, false)
-	l, ok = s.acquire("A", ttl, t0.Add(21*time.Second))
+	at(21 * time.Second)
+	l, ok = s.acquire("A", ttl)
 	expect("A after B released", l, ok, "A", 3, true)
 	if err := s.save(resume.Checkpoint{Epoch: 2}); !errors.Is(err, resume.ErrFenced) {
 		t.Errorf("released B saves: %v", err)
@@ -620,10 +646,35 @@ func TestLeaseAndFencing(t *testing.T) {
 
 	// A fresh collection: the first acquire upserts epoch 1.
 	var f leaseSim
-	l, ok = f.acquire("$weird.owner", ttl, t0)
+	f.c.now = t0
+	l, ok = f.acquire("$weird.owner", ttl)
 	expect("first acquire", l, ok, "$weird.owner", 1, true)
-	l, ok = f.acquire("$weird.owner", ttl, t0.Add(time.Hour))
-	expect("same owner after expiry", l, ok, "$weird.owner", 1, true)
+	f.c.now = t0.Add(time.Hour)
+	l, ok = f.acquire("$weird.owner", ttl)
+	expect("same owner after expiry: a new term", l, ok, "$weird.owner", 2, true)
+}
+
+// TestLeaseExpiryByServerClock pins issue 8 item 5 on the adapter's
+// writes: the acquisition's filter and the expiry it sets are functions
+// of $$NOW only. A standby cannot pass its own clock (the API has no
+// such parameter), and the BSON holds no client time.
+func TestLeaseExpiryByServerClock(t *testing.T) {
+	f, u := acquireWrite("B", 10*time.Second)
+	for _, part := range []any{f, u} {
+		if s := extJSON(t, part); strings.Contains(s, "$date") {
+			t.Errorf("lease write carries a client time: %s", s)
+		}
+		if s := extJSON(t, part); !strings.Contains(s, "$$NOW") {
+			t.Errorf("lease write does not use the server's clock: %s", s)
+		}
+	}
+	rf, ru := renewWrite("A#1", 4, 10*time.Second)
+	if s := extJSON(t, rf); s != `{"v":{"_id":"checkpoint","lease.owner":"A#1","lease.epoch":4}}` {
+		t.Errorf("renew filter %s: must match owner and epoch", s)
+	}
+	if s := extJSON(t, ru); strings.Contains(s, "$date") || !strings.Contains(s, "$$NOW") {
+		t.Errorf("renew update %s", s)
+	}
 }
 
 func TestSaveCheckpointWrite(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -187,18 +188,46 @@ func clusterTimeOf(resp bson.Raw) (bson.Timestamp, error) {
 }
 
 // indexes are the indexes EnsureIndexes creates (see there for why).
-var indexes = []struct {
-	coll string
-	keys bson.D
-	name string
-}{
+var indexes = []IndexBuild{
 	{materialize.CollSubmission, scanSort, scanIndexName},
 	{materialize.CollSubmission, bson.D{{Key: "problem", Value: 1}, {Key: "user", Value: 1}}, "problem_1_user_1"},
 	{materialize.CollProblem, bson.D{{Key: "homeworks", Value: 1}}, "homeworks_1"},
 }
 
+// IndexBuild names one index EnsureIndexes builds: its collection, key
+// document and name.
+type IndexBuild struct {
+	Collection string
+	Keys       bson.D
+	Name       string
+}
+
+// indexAdmin is what EnsureIndexes needs from the server: listIndexes and
+// createIndexes on one collection of the database.
+type indexAdmin interface {
+	list(ctx context.Context, coll string) ([]mongo.IndexSpecification, error)
+	create(ctx context.Context, coll string, model mongo.IndexModel) error
+}
+
+// driverIndexes is indexAdmin on a database through the driver.
+type driverIndexes struct{ db *mongo.Database }
+
+func (a driverIndexes) list(ctx context.Context, coll string) ([]mongo.IndexSpecification, error) {
+	specs, err := a.db.Collection(coll).Indexes().ListSpecifications(ctx)
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Code == codeNamespaceNotFound {
+		return nil, nil // no collection yet: no index
+	}
+	return specs, err
+}
+
+func (a driverIndexes) create(ctx context.Context, coll string, model mongo.IndexModel) error {
+	_, err := a.db.Collection(coll).Indexes().CreateOne(ctx, model)
+	return err
+}
+
 // EnsureIndexes creates the indexes the adapter's queries rely on, if
-// missing (createIndexes is a no-op for an identical existing index):
+// missing:
 //
 //   - submission {user: 1, problem: 1, timestamp: 1, _id: 1}, named
 //     user_1_problem_1_timestamp_1__id_1: the order of ScanSubmissions, so
@@ -211,23 +240,111 @@ var indexes = []struct {
 //   - problem {homeworks: 1} (multikey): ProblemsListing's lookup of the
 //     problems listing a homework.
 //
-// An index with the same keys under another name counts as present
-// (IndexOptionsConflict); other errors are returned. The builds do not
-// block Back-End's writes (MongoDB 4.2+ builds hold exclusive locks only
-// at start and end) but take time on a large submission collection.
-func (d *DB) EnsureIndexes(ctx context.Context) error {
+// It first lists each collection's indexes (listIndexes, under ctx): an
+// index with the same keys, under any name, is present. Each missing one
+// is announced to building (nil: not announced) and then built with ONE
+// createIndexes whose context has no deadline: the driver turns a
+// context deadline into the command's maxTimeMS
+// (x/mongo/driver/operation.go:746-765, internal/driverutil/operation.go:44-68)
+// and a createIndexes interrupted by maxTimeMS aborts its build
+// (SERVER-46595), so a deadline would make a large build fail at every
+// start. Cancelling ctx (a signal) still stops the wait: the server keeps
+// building, since a client disconnect does not kill createIndexes
+// (SERVER-101507), and the next start finds or joins that build. A
+// client-wide timeoutMS in the URI would impose a deadline again: do not
+// set one, or pre-build the indexes (docs/operations.md#indexes).
+//
+// The builds do not block Back-End's writes (MongoDB 4.2+ builds hold
+// exclusive locks only at start and end) but take time on a large
+// submission collection.
+func (d *DB) EnsureIndexes(ctx context.Context, building func(IndexBuild)) error {
+	return ensureIndexes(ctx, driverIndexes{d.db}, building)
+}
+
+func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBuild)) error {
+	var missing []IndexBuild
+	listed := make(map[string][]mongo.IndexSpecification)
 	for _, ix := range indexes {
-		model := mongo.IndexModel{Keys: ix.keys, Options: options.Index().SetName(ix.name)}
-		_, err := d.db.Collection(ix.coll).Indexes().CreateOne(ctx, model)
+		specs, ok := listed[ix.Collection]
+		if !ok {
+			var err error
+			if specs, err = admin.list(ctx, ix.Collection); err != nil {
+				return fmt.Errorf("list indexes of %s: %w", ix.Collection, err)
+			}
+			listed[ix.Collection] = specs
+		}
+		if !slices.ContainsFunc(specs, func(s mongo.IndexSpecification) bool { return sameKeys(s.KeysDocument, ix.Keys) }) {
+			missing = append(missing, ix)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	bctx, cancel := withoutDeadline(ctx)
+	defer cancel()
+	for _, ix := range missing {
+		if building != nil {
+			building(ix)
+		}
+		model := mongo.IndexModel{Keys: ix.Keys, Options: options.Index().SetName(ix.Name)}
+		err := admin.create(bctx, ix.Collection, model)
 		var ce mongo.CommandError
 		if errors.As(err, &ce) && ce.Code == codeIndexOptionsConflict {
-			continue // same keys, another name: the queries use it all the same
+			continue // same keys, another name (created meanwhile): the queries use it all the same
 		}
 		if err != nil {
-			return fmt.Errorf("create index %s on %s: %w", ix.name, ix.coll, err)
+			return fmt.Errorf("create index %s on %s: %w", ix.Name, ix.Collection, err)
 		}
 	}
 	return nil
+}
+
+// withoutDeadline returns a context carrying ctx's values, with no
+// deadline, cancelled when ctx is cancelled before its own deadline (a
+// signal) but not when that deadline passes.
+func withoutDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	return out, func() { stop(); cancel() }
+}
+
+// sameKeys reports whether an index's key document (as listIndexes
+// returns it) has the fields of want in the same order with the same
+// directions; numbers compare by value (the shell writes 1 as a double).
+func sameKeys(got bson.Raw, want bson.D) bool {
+	elems, err := got.Elements()
+	if err != nil || len(elems) != len(want) {
+		return false
+	}
+	for i, e := range elems {
+		if e.Key() != want[i].Key {
+			return false
+		}
+		g, gok := e.Value().AsFloat64OK()
+		w, wok := toFloat(want[i].Value)
+		if !gok || !wok || g != w {
+			return false
+		}
+	}
+	return true
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
 }
 
 const codeIndexOptionsConflict = 85

@@ -26,11 +26,42 @@ func each(ctx context.Context, cur *mongo.Cursor, fn func(bson.Raw) error) error
 	return cur.Err()
 }
 
-// find runs a find on coll and calls fn with each document.
+// causalCtx returns ctx for one read on coll: when ctx carries
+// watch.ReadAfter(t), a context holding a new causally consistent session
+// (mongo/session.go:63 NewSessionContext) whose operationTime is advanced
+// to t (mongo/session.go:397 AdvanceOperationTime), so the driver sends
+// readConcern {level: <the collection's, majority>, afterClusterTime: t}
+// (x/mongo/driver/operation.go:1637-1641): the server answers only once
+// its majority-committed snapshot includes t, the batch's last event.
+// Reads stay on the primary (the client's read preference). end ends the
+// session.
+func causalCtx(ctx context.Context, coll *mongo.Collection) (_ context.Context, end func(), err error) {
+	t, ok := watch.ReadAfter(ctx)
+	if !ok {
+		return ctx, func() {}, nil
+	}
+	sess, err := coll.Database().Client().StartSession(options.Session().SetCausalConsistency(true))
+	if err != nil {
+		return nil, nil, fmt.Errorf("start session: %w", err)
+	}
+	if err := sess.AdvanceOperationTime(&t); err != nil {
+		sess.EndSession(ctx)
+		return nil, nil, fmt.Errorf("advance session operation time: %w", err)
+	}
+	return mongo.NewSessionContext(ctx, sess), func() { sess.EndSession(context.WithoutCancel(ctx)) }, nil
+}
+
+// find runs a find on coll and calls fn with each document (causally
+// after watch.ReadAfter(ctx) when set).
 func find(ctx context.Context, coll *mongo.Collection, filter any, opts *options.FindOptionsBuilder, fn func(bson.Raw) error) error {
 	if opts == nil {
 		opts = options.Find()
 	}
+	ctx, end, err := causalCtx(ctx, coll)
+	if err != nil {
+		return fmt.Errorf("find %s: %w", coll.Name(), err)
+	}
+	defer end()
 	cur, err := coll.Find(ctx, filter, opts)
 	if err != nil {
 		return fmt.Errorf("find %s: %w", coll.Name(), err)
@@ -41,8 +72,14 @@ func find(ctx context.Context, coll *mongo.Collection, filter any, opts *options
 	return nil
 }
 
-// aggregate runs a pipeline on coll and calls fn with each result.
+// aggregate runs a pipeline on coll and calls fn with each result
+// (causally after watch.ReadAfter(ctx) when set).
 func aggregate(ctx context.Context, coll *mongo.Collection, pipeline bson.A, fn func(bson.Raw) error) error {
+	ctx, end, err := causalCtx(ctx, coll)
+	if err != nil {
+		return fmt.Errorf("aggregate %s: %w", coll.Name(), err)
+	}
+	defer end()
 	cur, err := coll.Aggregate(ctx, pipeline)
 	if err != nil {
 		return fmt.Errorf("aggregate %s: %w", coll.Name(), err)

@@ -148,12 +148,24 @@ const (
 	codeStaleEpoch                   = 150
 	codeStaleConfig                  = 13388
 	codeNetworkInterfaceExceededTime = 202
+	codeCursorKilled                 = 237
+	codeInterrupted                  = 11601
+	codeReadConcernMajorityNotYet    = 134
+	codeBSONObjectTooLarge           = 10334
+	codeInvalidResumeToken           = 260
 )
 
 // transientCodes are server errors after which reopening the stream from
 // the checkpoint is expected to work: the driver's resumable change stream
-// errors, step-down and shutdown codes, and CappedPositionLost (the oplog
-// moved under a getMore; the reopen decides whether history is lost).
+// errors (resumableChangeStreamErrors, mongo/change_stream.go:42-60, which
+// the driver resumes once by itself, change_stream.go:757-767), step-down
+// and shutdown codes, CappedPositionLost (the oplog moved under a getMore;
+// the reopen decides whether history is lost), CursorKilled and
+// Interrupted (an operator's killOp or killCursors: the driver does not
+// resume those on 4.4+, change_stream.go:772-791, since the server does
+// not label them ResumableChangeStreamError) and
+// ReadConcernMajorityNotAvailableYet (the server's RetriableError
+// category, src/mongo/base/error_codes.yml).
 var transientCodes = []int{
 	codeHostUnreachable, codeHostNotFound, codeNetworkTimeout, codeShutdownInProgress,
 	codePrimarySteppedDown, codeExceededTimeLimit, codeSocketException, codeNotWritablePrimary,
@@ -161,7 +173,14 @@ var transientCodes = []int{
 	codeNotPrimaryOrSecondary, codeStaleShardVersion, codeStaleEpoch, codeStaleConfig,
 	codeRetryChangeStream, codeFailedToSatisfyReadPref, codeCursorNotFound, codeMaxTimeMSExpired,
 	codeCappedPositionLost, codeNetworkInterfaceExceededTime,
+	codeCursorKilled, codeInterrupted, codeReadConcernMajorityNotYet,
 }
+
+// resumeImpossibleCodes are server errors after which reopening at the
+// same checkpoint fails the same way forever: BSONObjectTooLarge (an
+// event over 16 MB at the resume point) and InvalidResumeToken (a token
+// the server cannot use).
+var resumeImpossibleCodes = []int{codeBSONObjectTooLarge, codeInvalidResumeToken}
 
 // transientLabels are error labels marking an error as transient.
 var transientLabels = []string{"ResumableChangeStreamError", "RetryableWriteError", "NetworkError", "TransientTransactionError"}
@@ -178,6 +197,8 @@ var historyLostMessages = []string{"no longer be in the oplog", "resume token wa
 //     RetryableWriteError, NetworkError or TransientTransactionError,
 //     step-down, shutdown and other resumable codes, and timeouts
 //     (including server selection): watch.ErrTransient;
+//   - BSONObjectTooLarge (10334) or InvalidResumeToken (260):
+//     watch.ErrResumeImpossible (the engine rebuilds);
 //   - anything else: returned wrapped with op only.
 //
 // The driver already resumes once by itself on resumable errors; what
@@ -188,6 +209,9 @@ func classifyStreamError(op string, err error) error {
 	}
 	if isHistoryLost(err) {
 		return fmt.Errorf("%s: %w: %w", op, watch.ErrHistoryLost, err)
+	}
+	if isResumeImpossible(err) {
+		return fmt.Errorf("%s: %w: %w", op, watch.ErrResumeImpossible, err)
 	}
 	if isTransient(err) {
 		return fmt.Errorf("%s: %w: %w", op, watch.ErrTransient, err)
@@ -205,6 +229,19 @@ func isHistoryLost(err error) bool {
 	}
 	for _, m := range historyLostMessages {
 		if se.HasErrorCodeWithMessage(codeChangeStreamFatalError, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func isResumeImpossible(err error) bool {
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	for _, c := range resumeImpossibleCodes {
+		if se.HasErrorCode(c) {
 			return true
 		}
 	}

@@ -20,21 +20,21 @@ import (
 // homework whose studentStatus.<user> is not a document) does not stop
 // the others; the error reports every failure.
 //
-// Models the server refused for good (write errors without a write concern
-// error: a document grown past 16 MB, a validator) do not stop the other
-// chunks; they are reported at the end wrapped in watch.ErrWriteRejected,
-// since retrying them cannot succeed.
+// Models the server refused for good (every write error of the chunk is a
+// permanentWriteCodes code and there is no write concern error or error
+// label) do not stop the other chunks; they are reported at the end
+// wrapped in watch.ErrWriteRejected, since retrying them cannot succeed.
+// Any other error (NotWritablePrimary, step-down, shutdown, network,
+// an unknown code) is returned as is: the engine retries the batch with
+// its backoff and saves no checkpoint past it.
 func (d *DB) bulk(ctx context.Context, coll *mongo.Collection, what string, models []mongo.WriteModel) error {
 	var rejected []error
 	for chunk := range slices.Chunk(models, writeChunk) {
 		wctx, cancel := d.writeCtx(ctx)
 		_, err := coll.BulkWrite(wctx, chunk, options.BulkWrite().SetOrdered(false))
 		cancel()
-		var bwe mongo.BulkWriteException
-		if errors.As(err, &bwe) && len(bwe.WriteErrors) > 0 && bwe.WriteConcernError == nil && !mongo.IsNetworkError(err) {
-			for _, we := range bwe.WriteErrors {
-				rejected = append(rejected, fmt.Errorf("model %d: code %d: %s", we.Index, we.Code, we.Message))
-			}
+		if r, ok := rejectedForGood(err); ok {
+			rejected = append(rejected, r...)
 			continue
 		}
 		if err != nil {
@@ -45,6 +45,59 @@ func (d *DB) bulk(ctx context.Context, coll *mongo.Collection, what string, mode
 		return fmt.Errorf("%d %s to %s refused: %w: %w", len(rejected), what, coll.Name(), errors.Join(rejected...), watch.ErrWriteRejected)
 	}
 	return nil
+}
+
+// permanentWriteCodes are the server's per-write error codes that a retry
+// of the same update on the same document cannot fix (names from the
+// server's src/mongo/base/error_codes.yml; 17419 is an assertion code):
+//
+//	    2 BadValue                  a value the update cannot apply
+//	    9 FailedToParse             the update document itself
+//	   14 TypeMismatch              e.g. $set below a non-document
+//	   28 PathNotViable             studentStatus.<user> is not a document
+//	   52 DollarPrefixedFieldName   a '$' key the server refuses
+//	   55 InvalidDBRef              a '$ref'-shaped document
+//	   56 EmptyFieldName            an empty key in the path
+//	   57 DottedFieldName           a '.' in a stored key
+//	   66 ImmutableField            _id would change
+//	  121 DocumentValidationFailure the collection's validator refuses it
+//	10334 BSONObjectTooLarge        the document would exceed 16 MB
+//	17419 (Location17419)           "Resulting document after update is
+//	                                larger than 16777216"
+//
+// Everything else is retried: through mongos and during fail-overs,
+// NotWritablePrimary (10107), PrimarySteppedDown (189),
+// InterruptedDueToReplStateChange (11602), ShutdownInProgress (91),
+// network and unknown errors arrive as per-write errors too.
+var permanentWriteCodes = map[int]string{
+	2: "BadValue", 9: "FailedToParse", 14: "TypeMismatch", 28: "PathNotViable",
+	52: "DollarPrefixedFieldName", 55: "InvalidDBRef", 56: "EmptyFieldName", 57: "DottedFieldName",
+	66: "ImmutableField", 121: "DocumentValidationFailure", 10334: "BSONObjectTooLarge",
+	17419: "Location17419 (document after update larger than 16 MB)",
+}
+
+// rejectedForGood reports whether err (from Collection.BulkWrite) is a
+// mongo.BulkWriteException (mongo/errors.go:695) whose write errors are
+// all permanent (permanentWriteCodes), with no write concern error (the
+// writes may not be durable) and no error label (RetryableWriteError,
+// NetworkError... mark it retryable); it returns one error per refused
+// model. ok is false for nil and for every other error, which the caller
+// must retry.
+func rejectedForGood(err error) (rejected []error, ok bool) {
+	var bwe mongo.BulkWriteException
+	if err == nil || !errors.As(err, &bwe) || len(bwe.WriteErrors) == 0 || bwe.WriteConcernError != nil ||
+		len(bwe.Labels) > 0 || mongo.IsNetworkError(err) {
+		return nil, false
+	}
+	for _, we := range bwe.WriteErrors {
+		if _, permanent := permanentWriteCodes[we.Code]; !permanent {
+			return nil, false
+		}
+	}
+	for _, we := range bwe.WriteErrors {
+		rejected = append(rejected, fmt.Errorf("model %d: code %d (%s): %s", we.Index, we.Code, permanentWriteCodes[we.Code], we.Message))
+	}
+	return rejected, true
 }
 
 // Apply implements watch.Writer: one unordered bulk write of user updates

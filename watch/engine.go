@@ -127,8 +127,9 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // rebuilds first and streams from the rebuild's start time. Transient
 // errors reopen the stream from the last saved checkpoint after a capped
 // exponential backoff with jitter; a lost history rebuilds or returns
-// according to Config.HistoryLost; a fenced checkpoint returns
-// resume.ErrFenced.
+// according to Config.HistoryLost; a stream that cannot get past its
+// checkpoint (ErrResumeImpossible) always rebuilds and streams from the
+// rebuild's start; a fenced checkpoint returns resume.ErrFenced.
 func (e *Engine) Run(ctx context.Context) error {
 	e.init()
 	failures := 0
@@ -155,6 +156,23 @@ func (e *Engine) Run(ctx context.Context) error {
 				if !errors.Is(err, ErrTransient) {
 					return err
 				}
+			}
+			failures = 0
+		case errors.Is(err, ErrResumeImpossible):
+			// Whatever HistoryLost says: exiting would restart at the same
+			// checkpoint and fail the same way forever.
+			e.Metrics.Restarts.WithLabelValues("resume_impossible").Inc()
+			e.Log.Error().Err(err).Msg("change stream cannot get past the checkpoint; rebuilding and streaming from the rebuild's start time")
+			if _, err := e.rebuildAndCheckpoint(ctx, "resume_impossible", nil); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if !errors.Is(err, ErrTransient) {
+					return err
+				}
+				failures++
+				e.Sleep(ctx, backoff(e.Config.MinBackoff, e.Config.MaxBackoff, failures))
+				continue
 			}
 			failures = 0
 		case errors.Is(err, ErrTransient):
@@ -315,7 +333,15 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 	if keys.Empty() {
 		return nil
 	}
-	out, err := Recompute(ctx, e.Store, e.Store, e.deriver, keys)
+	// Read causally after the batch's last event: what it changed must be
+	// visible to the reads that decide the values written for it.
+	var last bson.Timestamp
+	for _, ev := range events {
+		if last.Before(ev.ClusterTime) {
+			last = ev.ClusterTime
+		}
+	}
+	out, err := Recompute(WithReadAfter(ctx, last), e.Store, e.Store, e.deriver, keys)
 	if err != nil {
 		return fmt.Errorf("recompute: %w: %w", err, ErrTransient)
 	}

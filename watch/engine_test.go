@@ -396,10 +396,12 @@ func TestShutdownAbandonsBatch(t *testing.T) {
 func TestFencedCheckpoint(t *testing.T) {
 	f := newFixture(t)
 	now := time.Unix(1_800_000_000, 0)
-	if _, ok, _ := f.st.Acquire(context.Background(), "a", time.Second, now); !ok {
+	f.st.Clock = func() time.Time { return now }
+	if _, ok, _ := f.st.Acquire(context.Background(), "a", time.Second); !ok {
 		t.Fatal("acquire a")
 	}
-	if _, ok, _ := f.st.Acquire(context.Background(), "b", time.Second, now.Add(2*time.Second)); !ok {
+	now = now.Add(2 * time.Second)
+	if _, ok, _ := f.st.Acquire(context.Background(), "b", time.Second); !ok {
 		t.Fatal("acquire b after expiry")
 	}
 	eng := newEngine(f.st)

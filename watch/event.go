@@ -41,6 +41,12 @@ var (
 	// ErrTransient: a network error, primary step-down or other error
 	// after which reopening the stream from the last checkpoint succeeds.
 	ErrTransient = errors.New("transient change stream error")
+	// ErrResumeImpossible: the stream can never get past its checkpoint,
+	// although the history is there (an event over 16 MB,
+	// BSONObjectTooLarge; a token the server refuses,
+	// InvalidResumeToken): reopening at the same place fails the same way,
+	// so the engine rebuilds and streams from the rebuild's start.
+	ErrResumeImpossible = errors.New("change stream cannot resume at the checkpoint")
 	// ErrBadEvent: Stream.Next read an event it could not fully decode;
 	// the Event returned with it holds what could be read (at least the
 	// resume token), so the stream can move past it.

@@ -24,6 +24,9 @@ import (
 // leader's late save is rejected (resume.ErrFenced).
 type Leader struct {
 	Leases resume.LeaseStore
+	// Owner is the configured instance id. The lease is held under
+	// resume.UniqueOwner(Owner), drawn once per Leader, so two processes
+	// configured with the same id still have distinct identities.
 	Owner  string
 	TTL    time.Duration
 	Margin time.Duration // safety margin before expiry (TTL/3 when zero)
@@ -32,7 +35,18 @@ type Leader struct {
 	NewEngine func(epoch int64) *Engine
 	Metrics   *Metrics
 	Log       zerolog.Logger
-	Now       func() time.Time
+	// Now is the local clock, used only to measure time elapsed since a
+	// renewal was sent (the write guard); expiry itself is the store's.
+	Now func() time.Time
+
+	id string // lease owner id of this process (see Owner)
+}
+
+// ID returns the lease owner id of this process: Owner, "#", and a random
+// suffix drawn the first time it is needed.
+func (l *Leader) ID() string {
+	l.defaults()
+	return l.id
 }
 
 // Run campaigns for the lease and runs an engine for each term until ctx
@@ -41,14 +55,15 @@ func (l *Leader) Run(ctx context.Context) error {
 	l.defaults()
 	every := l.TTL / 3
 	for ctx.Err() == nil {
-		lease, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, l.Now())
+		sent := l.Now()
+		lease, ok, err := l.Leases.Acquire(ctx, l.id, l.TTL)
 		switch {
 		case err != nil:
 			l.Log.Warn().Err(err).Msg("lease: acquire failed")
 		case !ok:
 			l.Log.Debug().Str("holder", lease.Owner).Int64("epoch", lease.Epoch).Msg("lease held by another instance; standing by")
 		default:
-			lost, err := l.term(ctx, lease, every, func(ctx context.Context, e *Engine) error { return e.Run(ctx) })
+			lost, err := l.term(ctx, lease, sent, every, func(ctx context.Context, e *Engine) error { return e.Run(ctx) })
 			if err != nil {
 				return err
 			}
@@ -73,19 +88,15 @@ var ErrLeaseHeld = errors.New("lease held by another instance")
 // ErrLeaseExpiring.
 func (l *Leader) Do(ctx context.Context, job func(ctx context.Context, eng *Engine) error) error {
 	l.defaults()
-	lease, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, l.Now())
+	sent := l.Now()
+	lease, ok, err := l.Leases.Acquire(ctx, l.id, l.TTL)
 	if err != nil {
 		return fmt.Errorf("acquire lease: %w", err)
 	}
 	if !ok {
 		return fmt.Errorf("%w: %s holds epoch %d until %s", ErrLeaseHeld, lease.Owner, lease.Epoch, lease.Expires.Format(time.RFC3339))
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		_ = l.Leases.Release(rctx, l.Owner, lease.Epoch)
-		cancel()
-	}()
-	lost, err := l.term(ctx, lease, l.TTL/3, job)
+	lost, err := l.term(ctx, lease, sent, l.TTL/3, job) // releases the lease
 	if err == nil && lost && ctx.Err() == nil {
 		return ErrLeaseExpiring
 	}
@@ -102,27 +113,52 @@ func (l *Leader) defaults() {
 	if l.Metrics == nil {
 		l.Metrics = NewMetrics(nil)
 	}
+	if l.id == "" {
+		l.id = resume.UniqueOwner(l.Owner)
+	}
 }
 
 // term runs job on a new engine while the lease is held, renewing it.
 // lost reports that the term ended because the lease was (or could be)
 // lost rather than because job finished or ctx ended.
-func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Duration, job func(context.Context, *Engine) error) (lost bool, err error) {
-	l.Log.Info().Int64("epoch", lease.Epoch).Msg("lease acquired; streaming")
+//
+// Every way out of a term releases the lease (Release matches only this
+// owner at this epoch, so releasing a lease already taken over changes
+// nothing): a shutdown, a job that finished, a job that failed with a
+// fatal error (the process then exits non-zero, and a standby takes over
+// at once instead of after the TTL), and a lease about to expire
+// unrenewed (the engine has stopped writing, so nothing is gained by
+// holding it).
+//
+// acquired is the local time the acquisition was sent: the store set the
+// expiry at its own later now, so the guard's windows, measured from
+// acquired and then from each renewal's send time, end before it.
+func (l *Leader) term(ctx context.Context, lease resume.Lease, acquired time.Time, every time.Duration, job func(context.Context, *Engine) error) (lost bool, err error) {
+	l.Log.Info().Int64("epoch", lease.Epoch).Str("owner", l.id).Msg("lease acquired; streaming")
 	l.Metrics.LeaseHeld.Set(1)
 	l.Metrics.LeaseEpoch.Set(float64(lease.Epoch))
 	defer l.Metrics.LeaseHeld.Set(0)
+	defer func() {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer rcancel()
+		if rerr := l.Leases.Release(rctx, l.id, lease.Epoch); rerr != nil {
+			l.Log.Warn().Err(rerr).Int64("epoch", lease.Epoch).Msg("lease: release failed; a standby takes over when it expires")
+		}
+	}()
 
 	engCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	var renewedNanos atomic.Int64
-	renewedNanos.Store(l.Now().UnixNano())
+	// A time.Time, not UnixNano: it keeps the monotonic reading, so a step
+	// of the wall clock does not stretch the window.
+	var renewedAt atomic.Pointer[time.Time]
+	renewedAt.Store(&acquired)
 	eng := l.NewEngine(lease.Epoch)
+	eng.Config.Owner = l.id // checkpoints name the process that saved them
 	// No write may start once the lease could expire unrenewed, and none
 	// may run past the point it could.
 	eng.WriteGuard = func(context.Context) (time.Time, error) {
-		renewed := time.Unix(0, renewedNanos.Load())
+		renewed := *renewedAt.Load()
 		if l.Now().Sub(renewed) >= l.TTL-l.Margin {
 			return time.Time{}, ErrLeaseExpiring
 		}
@@ -131,19 +167,14 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 	}
 	go func() { done <- job(engCtx, eng) }()
 
-	renewed := l.Now()
+	renewed := acquired
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case err := <-done:
 			if ctx.Err() != nil {
-				// Shutting down: give the lease up so a standby takes
-				// over at once instead of after expiry.
-				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-				_ = l.Leases.Release(rctx, l.Owner, lease.Epoch)
-				rcancel()
-				return false, nil
+				return false, nil // shutting down (the lease is released on the way out)
 			}
 			if errors.Is(err, resume.ErrFenced) || errors.Is(err, ErrLeaseExpiring) {
 				l.Log.Warn().Err(err).Int64("epoch", lease.Epoch).Msg("lease lost; standing by")
@@ -154,12 +185,15 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 			}
 			return false, fmt.Errorf("lease epoch %d: %w", lease.Epoch, err)
 		case <-tick.C:
+			// start is taken before the request: the store sets the new
+			// expiry at its own now, which is later, so measuring from
+			// start on the local (monotonic) clock errs on the safe side.
 			start := l.Now()
-			cur, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, start)
+			cur, ok, err := l.Leases.Renew(ctx, l.id, lease.Epoch, l.TTL)
 			switch {
-			case err == nil && ok && cur.Epoch == lease.Epoch:
+			case err == nil && ok:
 				renewed = start
-				renewedNanos.Store(start.UnixNano())
+				renewedAt.Store(&start)
 			case err == nil:
 				l.Log.Warn().Str("holder", cur.Owner).Int64("epoch", cur.Epoch).Msg("lease lost; stopping the engine")
 				cancel()

@@ -80,15 +80,15 @@ func (s *leaseSim) act(in *instance) {
 	ctx := context.Background()
 	st := s.w.st
 	if in.epoch == 0 {
-		l, ok, err := st.Acquire(ctx, in.owner, simTTL, s.now)
+		l, ok, err := st.Acquire(ctx, in.owner, simTTL)
 		if err != nil || !ok {
 			return
 		}
 		in.epoch, in.renewed = l.Epoch, s.now
 		in.eng = s.engineFor(in)
 	} else {
-		l, ok, err := st.Acquire(ctx, in.owner, simTTL, s.now)
-		if err == nil && ok && l.Epoch == in.epoch {
+		_, ok, err := st.Renew(ctx, in.owner, in.epoch, simTTL)
+		if err == nil && ok {
 			in.renewed = s.now
 		} else if err == nil {
 			in.epoch, in.eng = 0, nil // deposed
@@ -147,6 +147,7 @@ func TestTwoInstances(t *testing.T) {
 	stalls, crashes, takeovers := 0, 0, 0
 	for seed := uint64(1); seed <= uint64(runs); seed++ {
 		s := &leaseSim{t: t, w: newWorld(1000 + seed), now: time.Unix(1_800_000_000, 0)}
+		s.w.st.Clock = func() time.Time { return s.now } // the server's clock decides expiry
 		for i := range s.inst {
 			in := &instance{name: string(rune('a' + i))}
 			in.owner = s.ownerOf(in)

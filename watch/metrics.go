@@ -17,7 +17,7 @@ type Metrics struct {
 	PenaltyErrors   prometheus.Counter
 	Malformed       *prometheus.CounterVec // by collection
 	Rebuilds        *prometheus.CounterVec // reason
-	Restarts        *prometheus.CounterVec // reason: transient, history_lost
+	Restarts        *prometheus.CounterVec // reason: transient, history_lost, resume_impossible
 	Checkpoints     prometheus.Counter
 	LagSeconds      prometheus.Gauge
 	StreamOpen      prometheus.Gauge

@@ -2,7 +2,6 @@ package watch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -22,8 +21,9 @@ type RebuildOptions struct {
 	// FlushEvery is how many writes are buffered before one bulk Apply
 	// (10,000 when zero; adapters split it into server-sized bulk writes).
 	FlushEvery int
-	// Guard, when set, is called before every write; an error stops the
-	// rebuild, a deadline bounds the write (see Engine.WriteGuard).
+	// Guard, when set, is called before every bulk write of at most 1000
+	// models (guardChunk); an error stops the rebuild, a deadline bounds
+	// that one write (see Engine.WriteGuard).
 	Guard func(ctx context.Context) (time.Time, error)
 }
 
@@ -135,16 +135,11 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 				keys[s.ID] = pairBuf[len(pairBuf)-1 : len(pairBuf) : len(pairBuf)]
 			}
 			if len(keys) >= 10*opts.FlushEvery {
-				wctx, cancel, err := guardCtx(ctx, opts.Guard)
+				n, err := recordKeysGuarded(ctx, st, keys, opts.Guard)
+				rep.KeyIndexRecords += n
 				if err != nil {
 					return err
 				}
-				err = st.RecordKeys(wctx, keys)
-				cancel()
-				if err != nil {
-					return fmt.Errorf("record key index: %w", err)
-				}
-				rep.KeyIndexRecords += len(keys)
 				clear(keys)
 			}
 		}
@@ -167,16 +162,11 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 		return nil, err
 	}
 	if !opts.DryRun && len(keys) > 0 {
-		wctx, cancel, err := guardCtx(ctx, opts.Guard)
+		n, err := recordKeysGuarded(ctx, st, keys, opts.Guard)
+		rep.KeyIndexRecords += n
 		if err != nil {
 			return nil, err
 		}
-		err = st.RecordKeys(wctx, keys)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("record key index: %w", err)
-		}
-		rep.KeyIndexRecords += len(keys)
 	}
 	rep.PenaltyErrors = b.PenaltyErrors
 	return rep, nil
@@ -245,18 +235,10 @@ func (s *rebuildSink) flush() error {
 		return nil
 	}
 	if !s.opts.DryRun {
-		wctx, cancel, err := guardCtx(s.ctx, s.opts.Guard)
+		rejected, err := applyGuarded(s.ctx, s.st, &s.w, s.opts.Guard)
+		s.rep.Rejected += rejected
 		if err != nil {
 			return err
-		}
-		err = s.st.Apply(wctx, &s.w)
-		cancel()
-		if err != nil && errors.Is(err, ErrWriteRejected) {
-			s.rep.Rejected++
-			err = nil
-		}
-		if err != nil {
-			return fmt.Errorf("write derived values: %w", err)
 		}
 	}
 	s.w = Writes{}

@@ -13,7 +13,32 @@ import (
 // memory (tests, simulation, offline dumps). Every method takes sets of
 // keys so that one batch costs one round trip per kind of read.
 
-// Source reads the source documents recomputation needs.
+// readAfterKey is the context key of WithReadAfter.
+type readAfterKey struct{}
+
+// WithReadAfter returns ctx carrying t, the cluster time of the last
+// change event of the batch whose recomputation reads under it: a store's
+// reads must reflect at least every write up to t (MongoDB: a causally
+// consistent session whose operationTime is t, i.e. readConcern
+// afterClusterTime t). A zero t leaves ctx unchanged.
+func WithReadAfter(ctx context.Context, t bson.Timestamp) context.Context {
+	if t.IsZero() {
+		return ctx
+	}
+	return context.WithValue(ctx, readAfterKey{}, t)
+}
+
+// ReadAfter returns the cluster time WithReadAfter put in ctx; ok is false
+// when there is none.
+func ReadAfter(ctx context.Context) (t bson.Timestamp, ok bool) {
+	t, ok = ctx.Value(readAfterKey{}).(bson.Timestamp)
+	return t, ok
+}
+
+// Source reads the source documents recomputation needs. Reads decide
+// writes, so implementations read majority-committed data (a value read
+// from a write later rolled back would never be corrected: the rollback
+// emits no change event), and no older than ReadAfter(ctx) when set.
 type Source interface {
 	// Submissions returns every submission of the named users and of the
 	// named pairs (the union; order unspecified). Documents that cannot be

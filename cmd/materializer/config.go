@@ -32,7 +32,7 @@ type Config struct {
 	LogFormat            string        `envconfig:"MATERIALIZER_LOG_FORMAT" default:"json" desc:"json or console"`
 	HTTPAddr             string        `envconfig:"MATERIALIZER_HTTP_ADDR" default:":9090" desc:"listen address of /metrics, /healthz and /readyz (empty: off)"`
 	ReadyMaxLag          time.Duration `envconfig:"MATERIALIZER_READY_MAX_LAG" default:"60s" desc:"/readyz fails when the stream lags more than this"`
-	InstanceID           string        `envconfig:"MATERIALIZER_INSTANCE_ID" desc:"lease owner id (default hostname-pid)"`
+	InstanceID           string        `envconfig:"MATERIALIZER_INSTANCE_ID" desc:"instance id (default hostname-pid); the lease owner adds a random per-process suffix"`
 	LeaseTTL             time.Duration `envconfig:"MATERIALIZER_LEASE_TTL" default:"15s" desc:"lease duration; a standby takes over within about this long"`
 	RedisURL             string        `envconfig:"MATERIALIZER_REDIS_URL" desc:"Back-End's Redis; when set, high-score cache keys are deleted after writes land"`
 	WriteTimeout         time.Duration `envconfig:"MATERIALIZER_WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write (under half of LEASE_TTL)"`

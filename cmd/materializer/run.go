@@ -117,7 +117,13 @@ func openMongo(ctx context.Context, cfg *Config, log zerolog.Logger) (*mongodb.D
 	}
 	log.Info().Str("uri", mongodb.Redact(cfg.MongoDBURI)).Str("database", cfg.Database).Msg("connected to MongoDB")
 	if cfg.CreateIndexes {
-		if err := db.EnsureIndexes(octx); err != nil {
+		// ctx, not octx: the 30 s open deadline would become the build's
+		// maxTimeMS and abort it (see EnsureIndexes). listIndexes runs first,
+		// so an existing index costs one round trip.
+		if err := db.EnsureIndexes(ctx, func(ix mongodb.IndexBuild) {
+			log.Warn().Str("collection", ix.Collection).Str("index", ix.Name).
+				Msg("building a missing index; on a large collection this takes a while (no deadline). To pre-build it off-peak, see docs/operations.md#indexes")
+		}); err != nil {
 			_ = db.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("create indexes (set %s_CREATE_INDEXES=false to skip and create them by hand): %w", envPrefix, err)
 		}

@@ -1,0 +1,110 @@
+package mongodb
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/drivertest"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/xoptions"
+
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// mockDB is a DB on the driver's mock deployment
+// (x/mongo/driver/drivertest): no server, but every command goes through
+// the driver's real command construction, and the command monitor sees it.
+func mockDB(t *testing.T) (*DB, *drivertest.MockDeployment, func() []bson.Raw) {
+	t.Helper()
+	md := drivertest.NewMockDeployment()
+	var mu sync.Mutex
+	var cmds []bson.Raw
+	opts := options.Client().SetMonitor(&event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		cmds = append(cmds, append(bson.Raw(nil), e.Command...))
+	}})
+	if err := xoptions.SetInternalClientOptions(opts, "deployment", md); err != nil {
+		t.Fatal(err)
+	}
+	client, err := mongo.Connect(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return newDB(client, Config{}.withDefaults()), md, func() []bson.Raw {
+		mu.Lock()
+		defer mu.Unlock()
+		out := cmds
+		cmds = nil
+		return out
+	}
+}
+
+func emptyCursor(ns string) bson.D {
+	return bson.D{{Key: "ok", Value: 1}, {Key: "cursor", Value: bson.D{
+		{Key: "id", Value: int64(0)}, {Key: "ns", Value: ns}, {Key: "firstBatch", Value: bson.A{}}}}}
+}
+
+// TestReadsMajorityCausallyAfterEvent pins issue 8 item 7: the reads
+// that decide writes carry readConcern majority and, under a batch
+// (watch.WithReadAfter), afterClusterTime = the batch's last event's
+// cluster time; the key index lookup too.
+func TestReadsMajorityCausallyAfterEvent(t *testing.T) {
+	d, md, sent := mockDB(t)
+	ev := bson.Timestamp{T: 1_800_000_000, I: 7}
+	ctx := watch.WithReadAfter(context.Background(), ev)
+	check := func(what string, wantAfter bool) {
+		t.Helper()
+		cmds := sent()
+		if len(cmds) != 1 {
+			t.Fatalf("%s: %d commands sent, want 1", what, len(cmds))
+		}
+		rc, err := cmds[0].LookupErr("readConcern")
+		if err != nil {
+			t.Fatalf("%s: no readConcern in %s", what, cmds[0])
+		}
+		if lvl, _ := rc.Document().Lookup("level").StringValueOK(); lvl != "majority" {
+			t.Errorf("%s: readConcern %s, want level majority", what, rc)
+		}
+		after, err := rc.Document().LookupErr("afterClusterTime")
+		switch {
+		case wantAfter && err != nil:
+			t.Errorf("%s: readConcern %s has no afterClusterTime", what, rc)
+		case wantAfter:
+			if tt, ti, _ := after.TimestampOK(); (bson.Timestamp{T: tt, I: ti}) != ev {
+				t.Errorf("%s: afterClusterTime %v, want the event's %v", what, after, ev)
+			}
+		case err == nil:
+			t.Errorf("%s: afterClusterTime %v without a batch", what, after)
+		}
+	}
+
+	md.AddResponses(emptyCursor("normal-oj.user"))
+	if _, err := d.Users(ctx, []string{"alice"}); err != nil {
+		t.Fatal(err)
+	}
+	check("Users", true)
+
+	md.AddResponses(emptyCursor("normal-oj.homework"))
+	if _, _, err := d.EntryKeys(ctx, []bson.ObjectID{bson.NewObjectID()}); err != nil {
+		t.Fatal(err)
+	}
+	check("EntryKeys (aggregate)", true)
+
+	md.AddResponses(emptyCursor("normal-oj.materializer_submission_keys"))
+	if _, err := d.LookupKeys(ctx, []bson.ObjectID{bson.NewObjectID()}); err != nil {
+		t.Fatal(err)
+	}
+	check("LookupKeys", true)
+
+	md.AddResponses(emptyCursor("normal-oj.submission"))
+	if _, _, err := d.Submissions(context.Background(), []string{"alice"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("Submissions outside a batch", false)
+}

@@ -1,0 +1,89 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+)
+
+// guardChunk is the most models one guarded write carries: one bulk write
+// of the MongoDB adapter (its writeChunk). The rebuild asks the write
+// guard before each such chunk, so the guard's deadline bounds one bulk
+// write, not a whole flush of up to 100,000 key records or 10,000 derived
+// values: on a slow server a flush then takes as long as it needs while
+// the lease is renewed, instead of outliving one deadline and restarting
+// the rebuild's scan.
+const guardChunk = 1000
+
+// recordKeysGuarded records keys in chunks of at most guardChunk
+// submissions, asking guard before each; it returns how many were
+// recorded.
+func recordKeysGuarded(ctx context.Context, st KeyIndex, keys map[bson.ObjectID][]materialize.Pair, guard func(context.Context) (time.Time, error)) (int, error) {
+	n := 0
+	chunk := make(map[bson.ObjectID][]materialize.Pair, min(len(keys), guardChunk))
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		wctx, cancel, err := guardCtx(ctx, guard)
+		if err != nil {
+			return err
+		}
+		err = st.RecordKeys(wctx, chunk)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("record key index: %w", err)
+		}
+		n += len(chunk)
+		clear(chunk)
+		return nil
+	}
+	for id, pairs := range keys {
+		chunk[id] = pairs
+		if len(chunk) == guardChunk {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, flush()
+}
+
+// applyGuarded applies w in chunks of at most guardChunk writes, asking
+// guard before each. Chunks the server refused for good (ErrWriteRejected)
+// do not stop the others; rejected counts them, and the error is nil
+// unless some other error stopped the writes.
+func applyGuarded(ctx context.Context, st Writer, w *Writes, guard func(context.Context) (time.Time, error)) (rejected int, err error) {
+	apply := func(part *Writes) error {
+		wctx, cancel, err := guardCtx(ctx, guard)
+		if err != nil {
+			return err
+		}
+		err = st.Apply(wctx, part)
+		cancel()
+		if errors.Is(err, ErrWriteRejected) {
+			rejected++
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("write derived values: %w", err)
+		}
+		return nil
+	}
+	for i := 0; i < len(w.Users); i += guardChunk {
+		if err := apply(&Writes{Users: w.Users[i:min(i+guardChunk, len(w.Users))]}); err != nil {
+			return rejected, err
+		}
+	}
+	for i := 0; i < len(w.Entries); i += guardChunk {
+		if err := apply(&Writes{Entries: w.Entries[i:min(i+guardChunk, len(w.Entries))]}); err != nil {
+			return rejected, err
+		}
+	}
+	return rejected, nil
+}
