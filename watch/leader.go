@@ -42,6 +42,7 @@ func (l *Leader) Run(ctx context.Context) error {
 	every := l.TTL / 3
 	for ctx.Err() == nil {
 		lease, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, l.Now())
+		l.setUp(ctx, err)
 		switch {
 		case err != nil:
 			l.Log.Warn().Err(err).Msg("lease: acquire failed")
@@ -74,6 +75,7 @@ var ErrLeaseHeld = errors.New("lease held by another instance")
 func (l *Leader) Do(ctx context.Context, job func(ctx context.Context, eng *Engine) error) error {
 	l.defaults()
 	lease, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, l.Now())
+	l.setUp(ctx, err)
 	if err != nil {
 		return fmt.Errorf("acquire lease: %w", err)
 	}
@@ -90,6 +92,18 @@ func (l *Leader) Do(ctx context.Context, job func(ctx context.Context, eng *Engi
 		return ErrLeaseExpiring
 	}
 	return err
+}
+
+// setUp records whether a lease round trip reached MongoDB, for /readyz
+// and the materializer_mongodb_up gauge. A round trip cut short by ctx
+// (shutting down) says nothing about the server and is not recorded.
+func (l *Leader) setUp(ctx context.Context, err error) {
+	switch {
+	case err == nil:
+		l.Metrics.MongoDBUp.Set(1)
+	case ctx.Err() == nil:
+		l.Metrics.MongoDBUp.Set(0)
+	}
 }
 
 func (l *Leader) defaults() {
@@ -156,6 +170,7 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, every time.Durati
 		case <-tick.C:
 			start := l.Now()
 			cur, ok, err := l.Leases.Acquire(ctx, l.Owner, l.TTL, start)
+			l.setUp(ctx, err)
 			switch {
 			case err == nil && ok && cur.Epoch == lease.Epoch:
 				renewed = start
