@@ -2,6 +2,8 @@ package watch
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/normal-oj/noj-materializer/materialize"
 )
 
 // Metrics are the engine's Prometheus metrics. Create them with NewMetrics
@@ -79,6 +81,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		// so a lost server shows within one LEASE_TTL.
 		MongoDBUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "mongodb_up",
 			Help: "1 while the last round trip to MongoDB (start-up checks, then each lease acquisition or renewal) succeeded; 0 before the first and after a failed one."}),
+	}
+	// Known label values are exported at 0 from the start: a series born
+	// at 1 has no earlier sample, so increase() and rate() in alert rules
+	// would miss its first event.
+	for _, c := range []string{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem, materialize.CollUser} {
+		m.Malformed.WithLabelValues(c)
+	}
+	for _, r := range []string{"initial", "history_lost", "unresolved", "requested"} {
+		m.Rebuilds.WithLabelValues(r)
+	}
+	for _, r := range []string{"transient", "history_lost"} {
+		m.Restarts.WithLabelValues(r)
 	}
 	if reg != nil {
 		reg.MustRegister(m.Events, m.BadEvents, m.Batches, m.KeysRecomputed, m.Writes, m.WritesSkipped, m.WritesRejected,
