@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
@@ -191,7 +192,7 @@ func metricNames(expr string) ([]string, error) {
 		}
 		name := vs.Name
 		for _, lm := range vs.LabelMatchers {
-			if lm.Name == labels.MetricName && lm.Type == labels.MatchEqual {
+			if lm.Name == model.MetricNameLabel && lm.Type == labels.MatchEqual {
 				name = lm.Value
 			}
 		}
