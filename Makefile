@@ -29,9 +29,21 @@ FUZZTIME    ?= 2m
 IMAGE       ?= noj-materializer
 COMPOSE_FILE := docker/compose.yml
 COMPOSE     ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
-# `make up REDIS=1` also starts Redis and points the daemon at it.
+# `make up REDIS=1` also starts Redis and points the daemon at it;
+# `make up MONITORING=1` also starts Prometheus with deploy/monitoring's rules.
 REDIS       ?=
-COMPOSE_ENV := VERSION=$(VERSION)$(if $(REDIS), COMPOSE_PROFILES=redis MATERIALIZER_REDIS_URL=redis://redis:6379/0)
+MONITORING  ?=
+comma       := ,
+PROFILES    := $(subst $(eval) ,$(comma),$(strip $(if $(REDIS),redis) $(if $(MONITORING),monitoring)))
+ALL_PROFILES := redis,monitoring
+COMPOSE_ENV := VERSION=$(VERSION)$(if $(PROFILES), COMPOSE_PROFILES=$(PROFILES))$(if $(REDIS), MATERIALIZER_REDIS_URL=redis://redis:6379/0)
+# Port of the daemon's /metrics, /healthz, /readyz on the host (loopback only).
+DEMO_HTTP   := 127.0.0.1:9464
+
+# promtool (Debian: the prometheus package; .ci/run installs it) runs the
+# alert-rule tests and the /metrics lint inside `make test`; without it they
+# skip, saying so. REQUIRE_PROMTOOL=1 turns the skip into a failure.
+REQUIRE_PROMTOOL ?=
 
 export CGO_ENABLED := 1
 
@@ -49,8 +61,9 @@ build: ## Build bin/materializer (cgo, version stamped)
 	@mkdir -p $(dir $(BIN))
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/materializer
 
-test: ## Unit, vector and simulation tests (integration tests self-skip without MongoDB)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
+test: ## Unit, vector and simulation tests, alert-rule tests with promtool (integration tests self-skip without MongoDB)
+	@command -v promtool >/dev/null 2>&1 || echo "promtool not on PATH: the alert-rule tests and the /metrics lint will skip (apt-get install prometheus, or see .ci/run)"
+	MATERIALIZER_TEST_REQUIRE_PROMTOOL=$(REQUIRE_PROMTOOL) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 
 test-integration: ## Integration tests: need MATERIALIZER_TEST_MONGODB_URI (a replica set) or a Docker engine
 	@if [ -z "$${MATERIALIZER_TEST_MONGODB_URI:-}" ]; then \
@@ -83,16 +96,18 @@ bench-integration: ## End-to-end benchmarks: need MATERIALIZER_TEST_MONGODB_URI 
 	  $(GO) test -count=1 -run '^$$' -bench Integration -benchmem -timeout 60m $(PKGS)
 
 docker-build: ## Build the container image noj-materializer:VERSION (needs Docker)
+	@docker info >/dev/null 2>&1 || { echo "make docker-build needs a running Docker engine (docker info fails); see README 'Prerequisites'" >&2; exit 2; }
 	docker build -f docker/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -t $(IMAGE):latest .
 
-up: ## Demo: MongoDB replica set + seed data + daemon on :9090 (needs Docker; REDIS=1 adds Redis)
+up: ## Demo: MongoDB replica set + seed data + daemon on 127.0.0.1:9464 (needs Docker; REDIS=1 adds Redis, MONITORING=1 Prometheus)
 	@docker info >/dev/null 2>&1 || { echo "make up needs a running Docker engine (docker info fails); see README 'Prerequisites'" >&2; exit 2; }
 	$(COMPOSE_ENV) $(COMPOSE) -f $(COMPOSE_FILE) up -d --build
-	@echo "materializer: http://localhost:9090/metrics  /healthz  /readyz   (logs: make logs)"
+	@echo "materializer: http://$(DEMO_HTTP)/metrics  /healthz  /readyz   (logs: make logs)"
+	@$(if $(MONITORING),echo "prometheus:   http://127.0.0.1:9090/alerts  (rules: deploy/monitoring/alerts.yml)",true)
 
 down: ## Stop the demo and delete its data (needs Docker)
 	@docker info >/dev/null 2>&1 || { echo "make down needs a running Docker engine" >&2; exit 2; }
-	COMPOSE_PROFILES=redis $(COMPOSE) -f $(COMPOSE_FILE) down -v --remove-orphans
+	COMPOSE_PROFILES=$(ALL_PROFILES) $(COMPOSE) -f $(COMPOSE_FILE) down -v --remove-orphans
 
 logs: ## Follow the demo's logs (needs Docker)
 	@docker info >/dev/null 2>&1 || { echo "make logs needs a running Docker engine" >&2; exit 2; }
@@ -101,7 +116,7 @@ logs: ## Follow the demo's logs (needs Docker)
 compose-config: ## Validate docker/compose.yml without a Docker engine
 	@command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || \
 	  { echo "compose-config needs docker-compose (apt-get install docker-compose) or the docker compose plugin" >&2; exit 2; }
-	VERSION=$(VERSION) COMPOSE_PROFILES=redis $(COMPOSE) -f $(COMPOSE_FILE) config -q
+	VERSION=$(VERSION) COMPOSE_PROFILES=$(ALL_PROFILES) $(COMPOSE) -f $(COMPOSE_FILE) config -q
 	@echo "$(COMPOSE_FILE): valid"
 
 clean: ## Remove build outputs

@@ -57,6 +57,7 @@ func (l *Leader) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		sent := l.Now()
 		lease, ok, err := l.Leases.Acquire(ctx, l.id, l.TTL)
+		l.setUp(ctx, err)
 		switch {
 		case err != nil:
 			l.Log.Warn().Err(err).Msg("lease: acquire failed")
@@ -90,6 +91,7 @@ func (l *Leader) Do(ctx context.Context, job func(ctx context.Context, eng *Engi
 	l.defaults()
 	sent := l.Now()
 	lease, ok, err := l.Leases.Acquire(ctx, l.id, l.TTL)
+	l.setUp(ctx, err)
 	if err != nil {
 		return fmt.Errorf("acquire lease: %w", err)
 	}
@@ -101,6 +103,18 @@ func (l *Leader) Do(ctx context.Context, job func(ctx context.Context, eng *Engi
 		return ErrLeaseExpiring
 	}
 	return err
+}
+
+// setUp records whether a lease round trip reached MongoDB, for /readyz
+// and the materializer_mongodb_up gauge. A round trip cut short by ctx
+// (shutting down) says nothing about the server and is not recorded.
+func (l *Leader) setUp(ctx context.Context, err error) {
+	switch {
+	case err == nil:
+		l.Metrics.MongoDBUp.Set(1)
+	case ctx.Err() == nil:
+		l.Metrics.MongoDBUp.Set(0)
+	}
 }
 
 func (l *Leader) defaults() {
@@ -190,6 +204,7 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, acquired time.Tim
 			// start on the local (monotonic) clock errs on the safe side.
 			start := l.Now()
 			cur, ok, err := l.Leases.Renew(ctx, l.id, lease.Epoch, l.TTL)
+			l.setUp(ctx, err)
 			switch {
 			case err == nil && ok:
 				renewed = start

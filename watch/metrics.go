@@ -2,6 +2,8 @@ package watch
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/normal-oj/noj-materializer/materialize"
 )
 
 // Metrics are the engine's Prometheus metrics. Create them with NewMetrics
@@ -27,6 +29,7 @@ type Metrics struct {
 	CacheFailures   prometheus.Counter
 	BatchSeconds    prometheus.Histogram
 	UnresolvedPairs prometheus.Counter
+	MongoDBUp       prometheus.Gauge // 1 while the last MongoDB round trip (start-up checks, then each lease acquire/renewal) succeeded
 }
 
 // NewMetrics creates the metrics and registers them on reg (when non-nil).
@@ -73,11 +76,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Time to recompute and write one batch.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
 		UnresolvedPairs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "unresolved_submissions_total",
 			Help: "Submission events whose (user, problem) could not be found (triggers a rebuild)."}),
+		// Set by the caller after its start-up checks and by Leader on every
+		// lease round trip (each LEASE_TTL/3, bounded by the write timeout),
+		// so a lost server shows within one LEASE_TTL.
+		MongoDBUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "mongodb_up",
+			Help: "1 while the last round trip to MongoDB (start-up checks, then each lease acquisition or renewal) succeeded; 0 before the first and after a failed one."}),
+	}
+	// Known label values are exported at 0 from the start: a series born
+	// at 1 has no earlier sample, so increase() and rate() in alert rules
+	// would miss its first event.
+	for _, c := range []string{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem, materialize.CollUser} {
+		m.Malformed.WithLabelValues(c)
+	}
+	for _, r := range []string{"initial", "history_lost", "unresolved", "requested"} {
+		m.Rebuilds.WithLabelValues(r)
+	}
+	for _, r := range []string{"transient", "history_lost"} {
+		m.Restarts.WithLabelValues(r)
 	}
 	if reg != nil {
 		reg.MustRegister(m.Events, m.BadEvents, m.Batches, m.KeysRecomputed, m.Writes, m.WritesSkipped, m.WritesRejected,
 			m.PenaltyErrors, m.Malformed, m.Rebuilds, m.Restarts, m.Checkpoints, m.LagSeconds, m.StreamOpen,
-			m.LeaseHeld, m.LeaseEpoch, m.CacheDeletes, m.CacheFailures, m.BatchSeconds, m.UnresolvedPairs)
+			m.LeaseHeld, m.LeaseEpoch, m.CacheDeletes, m.CacheFailures, m.BatchSeconds, m.UnresolvedPairs,
+			m.MongoDBUp)
 	}
 	return m
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,13 +36,12 @@ others stand by. SIGINT/SIGTERM stop it cleanly (exit 0).`)
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := watch.NewMetrics(reg)
+	reg, metrics := newRegistry()
 
 	// Serve /healthz and /metrics before connecting, so a slow or absent
 	// server shows up as "alive, not ready" rather than as a dead process.
-	srv, err := serveHTTP(ctx, cfg, log, reg, metrics)
+	rd := &readiness{metrics: metrics, maxLag: cfg.ReadyMaxLag}
+	srv, err := serveHTTP(ctx, cfg, log, reg, rd)
 	if err != nil {
 		return err
 	}
@@ -68,6 +68,8 @@ others stand by. SIGINT/SIGTERM stop it cleanly (exit 0).`)
 		return err
 	}
 	defer closeMongo(db, log)
+	metrics.MongoDBUp.Set(1) // openMongo's checks reached the server; the leader's lease round trips take over
+	rd.connected.Store(true)
 
 	leader := &watch.Leader{
 		Leases:  db,
@@ -156,26 +158,13 @@ func (h *httpServer) shutdown() {
 }
 
 // serveHTTP starts the HTTP server (nil when HTTP_ADDR is empty).
-// /healthz answers 200 while the process runs; /readyz answers 200 only
-// while the change stream is open and the lag is under READY_MAX_LAG, or
-// while this instance is a healthy standby (no lease).
-func serveHTTP(ctx context.Context, cfg *Config, log zerolog.Logger, reg *prometheus.Registry, m *watch.Metrics) (*httpServer, error) {
+// /healthz answers 200 while the process runs; /readyz answers as
+// readiness.check says.
+func serveHTTP(ctx context.Context, cfg *Config, log zerolog.Logger, reg *prometheus.Registry, rd *readiness) (*httpServer, error) {
 	if cfg.HTTPAddr == "" {
 		return nil, nil
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		ok, why := ready(m, cfg.ReadyMaxLag)
-		if !ok {
-			http.Error(w, why, http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, why)
-	})
+	mux := newMux(reg, rd)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, &configError{fmt.Sprintf("%s_HTTP_ADDR=%q: %v", envPrefix, cfg.HTTPAddr, err)}
@@ -191,19 +180,73 @@ func serveHTTP(ctx context.Context, cfg *Config, log zerolog.Logger, reg *promet
 	return h, nil
 }
 
-// ready reports readiness from the engine's gauges.
-func ready(m *watch.Metrics, maxLag time.Duration) (bool, string) {
+// newRegistry returns the daemon's metrics registry: the engine's metrics
+// (materializer_*) and the Go runtime and process collectors (go_*,
+// process_*). The monitoring kit's tests read the exported names from it.
+func newRegistry() (*prometheus.Registry, *watch.Metrics) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg, watch.NewMetrics(reg)
+}
+
+// newMux routes /metrics (reg, Prometheus text or protobuf), /healthz
+// (200 "ok" while the process runs) and /readyz (rd).
+func newMux(reg *prometheus.Registry, rd *readiness) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("/readyz", rd)
+	return mux
+}
+
+// readiness answers /readyz from the engine's gauges and whether the
+// start-up connection to MongoDB has completed. Its answers, in order:
+//
+//	503 "connecting to MongoDB"          openMongo has not returned yet
+//	503 "not connected to MongoDB: ..."  the last lease round trip failed (materializer_mongodb_up 0)
+//	200 "standby"                        MongoDB reached, another instance holds the lease
+//	503 "active, change stream not open" holder rebuilding or reopening its stream
+//	503 "active, lag Xs exceeds Y"       holder behind by more than READY_MAX_LAG
+//	200 "active, streaming, lag Xs"      holder caught up
+//
+// The body is one line of text, the reason.
+type readiness struct {
+	metrics   *watch.Metrics
+	maxLag    time.Duration
+	connected atomic.Bool // openMongo returned a client
+}
+
+// check returns whether the instance is ready, and why.
+func (rd *readiness) check() (bool, string) {
+	m := rd.metrics
+	if !rd.connected.Load() {
+		return false, "connecting to MongoDB"
+	}
+	if gaugeValue(m.MongoDBUp) == 0 {
+		return false, "not connected to MongoDB: the last lease round trip failed (see the logs)"
+	}
 	if gaugeValue(m.LeaseHeld) == 0 {
 		return true, "standby"
 	}
 	if gaugeValue(m.StreamOpen) == 0 {
-		return false, "change stream not open"
+		return false, "active, change stream not open"
 	}
 	lag := gaugeValue(m.LagSeconds)
-	if lag > maxLag.Seconds() {
-		return false, fmt.Sprintf("lag %.1fs exceeds %s", lag, maxLag)
+	if lag > rd.maxLag.Seconds() {
+		return false, fmt.Sprintf("active, lag %.1fs exceeds %s", lag, rd.maxLag)
 	}
-	return true, fmt.Sprintf("streaming, lag %.1fs", lag)
+	return true, fmt.Sprintf("active, streaming, lag %.1fs", lag)
+}
+
+func (rd *readiness) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	ok, why := rd.check()
+	if !ok {
+		http.Error(w, why, http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, why)
 }
 
 func gaugeValue(g prometheus.Gauge) float64 {
