@@ -30,6 +30,12 @@ modules=(
   python_multipart:python3-python-multipart jwt:python3-jwt ulid:python3-ulid
   blinker:python3-blinker
 )
+# pydantic_core is compiled: Debian 13's build loads only in its python3.13
+if "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))'; then
+  modules+=(pydantic:python3-pydantic pydantic_core:python3-pydantic-core
+            pydantic_settings:python3-pydantic-settings
+            annotated_types:python3-annotated-types dotenv:python3-dotenv)
+fi
 missing=()
 for m in "${modules[@]}"; do
   mod=${m%%:*} pkg=${m#*:}
@@ -47,7 +53,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
        -o "Dir::State::Lists=$cache/apt/lists"
        -o "Dir::State::status=$cache/apt/status"
        -o "Dir::Cache=$cache/apt/cache"
-       -o "APT::Architecture=amd64")
+       -o "APT::Architecture=$(dpkg --print-architecture)")
+  [ "$(id -u)" -ne 0 ] || apt+=(-o APT::Sandbox::User=root)
   echo "pydeps: fetching from Debian 13: ${missing[*]}" >&2
   [ -n "$(ls "$cache/apt/lists" 2>/dev/null | grep -v partial)" ] || apt-get "${apt[@]}" -qq update >&2
   (cd "$cache/debs" && apt-get "${apt[@]}" -qq download "${missing[@]}" >&2)
