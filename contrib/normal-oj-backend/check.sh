@@ -10,11 +10,12 @@
 #     sources are not changed);
 #  3. runs the Back-End's pytest suite on both copies. Without a Docker
 #     engine (or without the minio / mosspy / testcontainers packages, which
-#     Debian does not ship) import stand-ins replace them (shims/), and a
-#     test that fails after touching MinIO or MOSS is reported as skipped
-#     with that reason (check_plugin.py). The patched copy must give every
-#     existing test the outcome it has without the patch, and every test the
-#     patch adds must pass;
+#     Debian does not ship) stand-ins replace them (shims/: objects put into
+#     MinIO are kept in memory; presigned URLs, multipart uploads and MOSS
+#     raise), and a test that fails after touching what needs a server is
+#     reported as skipped with that reason (check_plugin.py). The patched
+#     copy must give every existing test the outcome it has without the
+#     patch, and every test the patch adds must pass;
 #  4. runs e2e.py: drives the patched Back-End in materializer mode over
 #     mongomock with repeated and half-failed landings, exports a mongodump
 #     directory, runs `materializer rebuild --dump` (built with `make build`)
@@ -66,8 +67,8 @@ if docker info >/dev/null 2>&1 && "$PYTHON" -c 'import testcontainers.minio, min
   echo "Docker and the MinIO test container are available: the full suite runs"
 else
   shims="$here/shims:"
-  echo "no Docker engine or no minio/mosspy/testcontainers package: their stand-ins are used;" \
-       "tests that need MinIO or MOSS are reported as skipped"
+  echo "no Docker engine or no minio/mosspy/testcontainers package: their stand-ins are used" \
+       "(MinIO objects in memory); tests that need a MinIO or MOSS server are reported as skipped"
 fi
 export PYTHONPATH="$shims$here:$site${PYTHONPATH:+:$PYTHONPATH}"
 "$PYTHON" -c 'import mongoengine, mongomock, pymongo, fastapi; print("python", __import__("sys").version.split()[0], "| mongoengine", mongoengine.__version__, "| mongomock", mongomock.__version__, "| pymongo", pymongo.__version__, "| fastapi", fastapi.__version__)'
@@ -116,7 +117,12 @@ print(f"existing tests with the patch: {counts['passed']} passed, "
       f"{counts['skipped']} skipped or xfailed ({minio} need MinIO/MOSS, "
       f"{counts['skipped'] - minio} skipped by the suite itself), "
       f"{counts['failed']} failed")
-per_file = Counter((k.split('::')[0], r.split(' (')[0]) for k, (o, r) in old.items()
+def module(key):
+    parts = key.split('::')[0].split('.')
+    return '.'.join(p for p in parts if not p.startswith('Test'))
+
+
+per_file = Counter((module(k), r.split(' (')[0]) for k, (o, r) in old.items()
                    if o == 'skipped')
 for (f, r), n in sorted(per_file.items()):
     print(f"  skipped {n:3d} in {f}: {r or 'xfail'}")

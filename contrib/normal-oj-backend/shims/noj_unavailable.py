@@ -1,8 +1,9 @@
 '''Stand-ins for the Back-End's dependencies that Debian does not package
 (minio, mosspy, testcontainers), used only by check.sh on a machine without
-PyPI or Docker. They make the Back-End importable; any real use raises
-Unavailable and is recorded, so the check_plugin reports a test that failed
-after touching one as skipped ("needs MinIO"), never as passed.
+PyPI or Docker. They make the Back-End importable and keep what needs no
+server (objects put into MinIO are kept in memory); anything that needs a
+server raises Unavailable and is recorded, so check_plugin reports a test
+that failed after touching one as skipped ("needs MinIO"), never as passed.
 '''
 
 touched = set()
