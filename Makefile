@@ -119,5 +119,9 @@ compose-config: ## Validate docker/compose.yml without a Docker engine
 	VERSION=$(VERSION) COMPOSE_PROFILES=$(ALL_PROFILES) $(COMPOSE) -f $(COMPOSE_FILE) config -q
 	@echo "$(COMPOSE_FILE): valid"
 
+.PHONY: compose-config-noj
+compose-config-noj: ## Validate the Normal-OJ compose overlay (contrib/normal-oj-backend/compose) over fixtures, without a Docker engine
+	contrib/normal-oj-backend/compose/check-config.sh
+
 clean: ## Remove build outputs
 	rm -rf bin/ coverage.out coverage.html *.test *.prof
