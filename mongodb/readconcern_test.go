@@ -108,3 +108,36 @@ func TestReadsMajorityCausallyAfterEvent(t *testing.T) {
 	}
 	check("Submissions outside a batch", false)
 }
+
+// TestClusterTimeIsMajorityCommitted: the rebuild's start time comes from
+// a majority read (its operationTime is the majority commit point), not
+// from a command without read concern (the last applied optime, ahead of
+// what the scan's majority reads see: writes in between would be missed
+// by both the scan and a stream started there).
+func TestClusterTimeIsMajorityCommitted(t *testing.T) {
+	d, md, sent := mockDB(t)
+	committed := bson.Timestamp{T: 1_800_000_000, I: 3}
+	resp := emptyCursor("normal-oj.materializer_checkpoints")
+	resp = append(resp,
+		bson.E{Key: "operationTime", Value: committed},
+		bson.E{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: bson.Timestamp{T: 1_800_000_000, I: 9}}}})
+	md.AddResponses(resp)
+	got, err := d.ClusterTime(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != committed {
+		t.Errorf("ClusterTime = %v, want the majority read's operationTime %v", got, committed)
+	}
+	cmds := sent()
+	if len(cmds) != 1 {
+		t.Fatalf("%d commands sent, want 1", len(cmds))
+	}
+	rc, err := cmds[0].LookupErr("readConcern")
+	if err != nil {
+		t.Fatalf("ClusterTime sent %s: no readConcern", cmds[0])
+	}
+	if lvl, _ := rc.Document().Lookup("level").StringValueOK(); lvl != "majority" {
+		t.Errorf("ClusterTime sent readConcern %s, want level majority", rc)
+	}
+}
