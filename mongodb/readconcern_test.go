@@ -2,6 +2,7 @@ package mongodb
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -139,5 +140,30 @@ func TestClusterTimeIsMajorityCommitted(t *testing.T) {
 	}
 	if lvl, _ := rc.Document().Lookup("level").StringValueOK(); lvl != "majority" {
 		t.Errorf("ClusterTime sent readConcern %s, want level majority", rc)
+	}
+}
+
+// TestCheckMajorityReads: a server that refuses majority reads (a 4.4
+// replica set with enableMajorityReadConcern=false) is reported by Open
+// with a message naming the setting, instead of a stream whose every
+// read then fails.
+func TestCheckMajorityReads(t *testing.T) {
+	d, md, sent := mockDB(t)
+	md.AddResponses(bson.D{{Key: "ok", Value: 0}, {Key: "code", Value: int32(148)},
+		{Key: "codeName", Value: "ReadConcernMajorityNotEnabled"}, {Key: "errmsg", Value: "Majority read concern is not enabled."}})
+	err := d.checkMajorityReads(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "enableMajorityReadConcern") {
+		t.Errorf("refused majority read: %v, want an error naming enableMajorityReadConcern", err)
+	}
+	cmds := sent()
+	if len(cmds) != 1 {
+		t.Fatalf("%d commands sent, want 1", len(cmds))
+	}
+	if lvl, _ := cmds[0].Lookup("readConcern", "level").StringValueOK(); lvl != "majority" {
+		t.Errorf("probe %s: want readConcern majority", cmds[0])
+	}
+	md.AddResponses(emptyCursor("normal-oj.materializer_checkpoints"))
+	if err := d.checkMajorityReads(context.Background()); err != nil {
+		t.Errorf("majority read served: %v", err)
 	}
 }
