@@ -171,10 +171,35 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, fail("%w", err)
 	}
 
-	ok = true
 	d := newDB(client, cfg)
 	d.standalone = standalone
+	if err := d.checkMajorityReads(ctx); err != nil {
+		return nil, fail("%w", err)
+	}
+	ok = true
 	return d, nil
+}
+
+const codeReadConcernMajorityNotEnabled = 148
+
+// checkMajorityReads runs one majority read (ClusterTime's find of the
+// state document). Every read of the adapter has readConcern majority
+// (newDB); a MongoDB 4.4 replica set started with
+// enableMajorityReadConcern=false (MongoDB's advice for a
+// primary-secondary-arbiter set before 5.0) refuses such reads with
+// ReadConcernMajorityNotEnabled (148) while its change streams still work
+// (SERVER-37935), so without this check the daemon would open its stream
+// and then retry its first read forever.
+func (d *DB) checkMajorityReads(ctx context.Context) error {
+	err := d.db.RunCommand(ctx, clusterTimeCommand(d.state.Name())).Err()
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Code == codeReadConcernMajorityNotEnabled {
+		return fmt.Errorf("the server refuses majority reads (enableMajorityReadConcern=false), which every read of the materializer uses; enable it (see docs/operations.md#requirements): %w", err)
+	}
+	if err != nil {
+		return fmt.Errorf("majority read of %s: %w", d.state.Name(), err)
+	}
+	return nil
 }
 
 // newDB returns the DB of cfg (defaults applied) on client: majority write

@@ -2,6 +2,7 @@ package mongodb
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -107,4 +108,62 @@ func TestReadsMajorityCausallyAfterEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("Submissions outside a batch", false)
+}
+
+// TestClusterTimeIsMajorityCommitted: the rebuild's start time comes from
+// a majority read (its operationTime is the majority commit point), not
+// from a command without read concern (the last applied optime, ahead of
+// what the scan's majority reads see: writes in between would be missed
+// by both the scan and a stream started there).
+func TestClusterTimeIsMajorityCommitted(t *testing.T) {
+	d, md, sent := mockDB(t)
+	committed := bson.Timestamp{T: 1_800_000_000, I: 3}
+	resp := emptyCursor("normal-oj.materializer_checkpoints")
+	resp = append(resp,
+		bson.E{Key: "operationTime", Value: committed},
+		bson.E{Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: bson.Timestamp{T: 1_800_000_000, I: 9}}}})
+	md.AddResponses(resp)
+	got, err := d.ClusterTime(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != committed {
+		t.Errorf("ClusterTime = %v, want the majority read's operationTime %v", got, committed)
+	}
+	cmds := sent()
+	if len(cmds) != 1 {
+		t.Fatalf("%d commands sent, want 1", len(cmds))
+	}
+	rc, err := cmds[0].LookupErr("readConcern")
+	if err != nil {
+		t.Fatalf("ClusterTime sent %s: no readConcern", cmds[0])
+	}
+	if lvl, _ := rc.Document().Lookup("level").StringValueOK(); lvl != "majority" {
+		t.Errorf("ClusterTime sent readConcern %s, want level majority", rc)
+	}
+}
+
+// TestCheckMajorityReads: a server that refuses majority reads (a 4.4
+// replica set with enableMajorityReadConcern=false) is reported by Open
+// with a message naming the setting, instead of a stream whose every
+// read then fails.
+func TestCheckMajorityReads(t *testing.T) {
+	d, md, sent := mockDB(t)
+	md.AddResponses(bson.D{{Key: "ok", Value: 0}, {Key: "code", Value: int32(148)},
+		{Key: "codeName", Value: "ReadConcernMajorityNotEnabled"}, {Key: "errmsg", Value: "Majority read concern is not enabled."}})
+	err := d.checkMajorityReads(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "enableMajorityReadConcern") {
+		t.Errorf("refused majority read: %v, want an error naming enableMajorityReadConcern", err)
+	}
+	cmds := sent()
+	if len(cmds) != 1 {
+		t.Fatalf("%d commands sent, want 1", len(cmds))
+	}
+	if lvl, _ := cmds[0].Lookup("readConcern", "level").StringValueOK(); lvl != "majority" {
+		t.Errorf("probe %s: want readConcern majority", cmds[0])
+	}
+	md.AddResponses(emptyCursor("normal-oj.materializer_checkpoints"))
+	if err := d.checkMajorityReads(context.Background()); err != nil {
+		t.Errorf("majority read served: %v", err)
+	}
 }

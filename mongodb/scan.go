@@ -137,12 +137,17 @@ func (d *DB) AllUsers(ctx context.Context) (map[string]watch.StoredUser, []*mate
 	return out, bad, nil
 }
 
-// ClusterTime implements watch.Scanner: it runs ping on the primary and
-// returns the earlier of the response's operationTime and
-// $clusterTime.clusterTime. Every write committed after the call has a
-// later cluster time, so a change stream started at the returned time
-// (startAtOperationTime, inclusive) re-delivers at least every change a
-// scan started after the call could miss.
+// ClusterTime implements watch.Scanner: it runs a find with readConcern
+// majority on the primary (one document of the checkpoint collection at
+// most) and returns the earlier of the response's operationTime and
+// $clusterTime.clusterTime. The operationTime of a majority read is the
+// majority commit point; that of a command without read concern (ping)
+// is the primary's last applied optime, which can be ahead of it by the
+// replication lag, and the scan's majority reads would then see none of
+// the writes in between while a stream started there would skip them.
+// Every write up to the returned time is majority-committed, so visible
+// to a scan started after the call; every later one is re-delivered by a
+// change stream started at it (startAtOperationTime, inclusive).
 //
 // On a standalone mongod (Standalone) there is no cluster time: it returns
 // the zero Timestamp and no error, so verify and a rebuild that saves no
@@ -151,15 +156,34 @@ func (d *DB) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 	if d.standalone {
 		return bson.Timestamp{}, nil
 	}
-	raw, err := d.db.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Raw()
+	raw, err := d.db.RunCommand(ctx, clusterTimeCommand(d.state.Name())).Raw()
 	if err != nil {
-		return bson.Timestamp{}, fmt.Errorf("cluster time: ping: %w", err)
+		return bson.Timestamp{}, fmt.Errorf("cluster time: find %s: %w", d.state.Name(), err)
 	}
 	ts, err := clusterTimeOf(raw)
 	if err != nil {
 		return bson.Timestamp{}, fmt.Errorf("cluster time: %w", err)
 	}
 	return ts, nil
+}
+
+// clusterTimeCommand is the majority read whose operationTime
+// ClusterTime returns. RunCommand sends it as written (no database read
+// concern is added, mongo/database.go processRunCommand), so the read
+// concern is in the command; the server answers a majority read with the
+// committed snapshot's optime (jstests/replsets/operation_time_read_and_write_concern.js:
+// "Majority reads and writes return the last committed optime's
+// timestamp and local reads and writes return the last applied optime's
+// timestamp").
+func clusterTimeCommand(coll string) bson.D {
+	return bson.D{
+		{Key: "find", Value: coll},
+		{Key: "filter", Value: bson.D{{Key: "_id", Value: stateID}}},
+		{Key: "projection", Value: bson.D{{Key: "_id", Value: 1}}},
+		{Key: "limit", Value: int64(1)},
+		{Key: "singleBatch", Value: true},
+		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "majority"}}},
+	}
 }
 
 // clusterTimeOf reads the cluster time of a command response: the earlier

@@ -139,7 +139,9 @@ type Scanner interface {
 	AllHomeworks(ctx context.Context) ([]*HomeworkDoc, []*materialize.DecodeError, error)
 	AllUsers(ctx context.Context) (map[string]StoredUser, []*materialize.DecodeError, error)
 	// ClusterTime returns the current cluster time, read before a scan so
-	// that a stream started there misses nothing that happened during it.
+	// that a stream started there misses nothing that happened during it:
+	// every write at or before it must be visible to the scan's reads
+	// (MongoDB: the majority commit point, since the reads are majority).
 	ClusterTime(ctx context.Context) (bson.Timestamp, error)
 }
 

@@ -41,6 +41,13 @@ type Config struct {
 	// (rebuild, verify, status, seed), not by the environment: openMongo
 	// then accepts a standalone mongod. run leaves it false.
 	allowStandalone bool
+	// readOnly is set by the commands that write nothing (verify, status,
+	// rebuild --dry-run): openMongo then builds no index, whatever
+	// CREATE_INDEXES says. A createIndexes is a write, needs the
+	// createIndex privilege, and runs without a deadline (see
+	// mongodb.DB.EnsureIndexes): on a large collection it would hold the
+	// command for as long as the build takes.
+	readOnly bool
 }
 
 // configError is a configuration problem: exit status 2.

@@ -59,6 +59,7 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 	if *dumpDir != "" {
 		return rebuildDump(ctx, env, cfg, *dumpDir, *out, opts)
 	}
+	cfg.readOnly = *dryRun // a dry run writes nothing, indexes included
 
 	db, err := openMongo(ctx, cfg, log)
 	if err != nil {
@@ -216,6 +217,7 @@ nothing. Exit status 1 when anything drifted, 0 when clean.`)
 		return err
 	}
 	cfg.allowStandalone = true // read-only: no change stream needed
+	cfg.readOnly = true        // and no index build (a write without a deadline)
 	log, err := newLogger(env, cfg)
 	if err != nil {
 		return err
@@ -288,6 +290,7 @@ lease holder and epoch.`)
 		return err
 	}
 	cfg.allowStandalone = true // read-only: no change stream needed
+	cfg.readOnly = true        // and no index build (a write without a deadline)
 	if _, err := newLogger(env, cfg); err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ func openMongo(ctx context.Context, cfg *Config, log zerolog.Logger) (*mongodb.D
 		return nil, fmt.Errorf("%s_MONGODB_URI: %w", envPrefix, err) // err names the redacted URI
 	}
 	log.Info().Str("uri", mongodb.Redact(cfg.MongoDBURI)).Str("database", cfg.Database).Msg("connected to MongoDB")
-	if cfg.CreateIndexes {
+	if cfg.CreateIndexes && !cfg.readOnly {
 		// ctx, not octx: the 30 s open deadline would become the build's
 		// maxTimeMS and abort it (see EnsureIndexes). listIndexes runs first,
 		// so an existing index costs one round trip.
