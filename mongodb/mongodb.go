@@ -75,6 +75,10 @@ type Config struct {
 	// WriteTimeout bounds each bulk write and each checkpoint or lease
 	// write; 5 seconds when zero.
 	WriteTimeout time.Duration
+	// AnyTopology lets Open accept a standalone mongod too, for read-only
+	// tools (explain) that use only the source reads of watch.Source; the
+	// change stream and the checkpoint need a replica set or mongos.
+	AnyTopology bool
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -158,7 +162,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, fail("%w", err)
 	}
-	if err := checkTopology(hello); err != nil {
+	if err := checkTopology(hello); err != nil && !cfg.AnyTopology {
 		return nil, fail("%w", err)
 	}
 
