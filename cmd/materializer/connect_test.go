@@ -126,3 +126,30 @@ func TestSayConnecting(t *testing.T) {
 		t.Fatalf("notice %q", got)
 	}
 }
+
+// TestCommandsSayWhereAndHint: every command that connects names the
+// redacted URI on stderr before it waits, and, when nothing answers, ends
+// with the hint line.
+func TestCommandsSayWhereAndHint(t *testing.T) {
+	cleanConfigEnv(t)
+	t.Setenv("MATERIALIZER_HTTP_ADDR", "127.0.0.1:0")
+	t.Setenv("MATERIALIZER_MONGODB_URI", "mongodb://u:s3cret@127.0.0.1:1/?serverSelectionTimeoutMS=300")
+	for _, args := range [][]string{{"run"}, {"status"}, {"verify"}, {"rebuild"}, {"rebuild", "--dry-run"},
+		{"seed", "--users", "1", "--submissions", "1"}, {"explain", "--user", "u", "--problem", "1"}} {
+		r := runCLI(t, args...)
+		if r.code != exitFail {
+			t.Errorf("%v: want exit 1\n%v", args, r)
+		}
+		say := "connecting to mongodb://u:xxxxx@127.0.0.1:1/"
+		if args[0] == "run" {
+			say = `"uri":"mongodb://u:xxxxx@127.0.0.1:1/?serverSelectionTimeoutMS=300","time"` // the log line "connecting to MongoDB"
+		}
+		at, hint := strings.Index(r.stderr, say), strings.Index(r.stderr, "\nhint: nothing answers at 127.0.0.1:1")
+		if at < 0 || hint < 0 || at > hint {
+			t.Errorf("%v: want %q, then the hint line, on stderr\n%v", args, say, r)
+		}
+		if strings.Contains(r.output(), "s3cret") {
+			t.Errorf("%v: the password is printed\n%v", args, r)
+		}
+	}
+}
