@@ -392,14 +392,19 @@ func (ex *Explanation) explainRefs(prob *materialize.Problem, hws map[bson.Objec
 	for i, id := range prob.Homeworks {
 		r := ExplainRef{Position: i, Homework: id.Hex()}
 		h, exists := hws[id]
-		if j, seen := first[id]; seen {
+		j, seen := first[id]
+		switch {
+		case seen:
 			r.Status, r.FirstPosition = "repeated", &j
-		} else if first[id] = i; !exists {
+		case !exists:
 			r.Status = "dangling"
-		} else if h.HasEntry(ex.User, ex.Problem) {
+		case h.HasEntry(ex.User, ex.Problem):
 			r.Status = "visited"
-		} else {
+		default:
 			r.Status = "no entry"
+		}
+		if !seen {
+			first[id] = i
 		}
 		ex.ProblemHomeworks = append(ex.ProblemHomeworks, r)
 	}
