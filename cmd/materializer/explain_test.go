@@ -68,12 +68,109 @@ func decodeDerived(t testing.TB, raw json.RawMessage) materialize.Entry {
 	return e
 }
 
+// explainedPair is a (user, problem) pair holding an entry.
+type explainedPair struct {
+	user    string
+	problem int64
+}
+
+// pairsWithEntries lists the (user, problem) pairs holding an entry in
+// homework documents (canonical problem keys only: explain takes a
+// problemId).
+func pairsWithEntries(t testing.TB, hws []bson.Raw) []explainedPair {
+	var out []explainedPair
+	for _, hw := range storedValues(t, hws) {
+		for u, ps := range hw {
+			for pk := range ps {
+				if p, ok := materialize.ParseProblemKey(pk); ok && !slices.Contains(out, explainedPair{u, p}) {
+					out = append(out, explainedPair{u, p})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// explainJSON runs explain --json with args for pr and decodes it.
+func explainJSON(t testing.TB, pr explainedPair, args ...string) Explanation {
+	t.Helper()
+	args = append([]string{"explain", "--user", pr.user, "--problem", strconv.FormatInt(pr.problem, 10), "--json"}, args...)
+	r := runCLI(t, args...)
+	if r.code != exitOK {
+		t.Fatalf("%v: want exit 0\n%v", args, r)
+	}
+	var ex Explanation
+	if err := json.Unmarshal([]byte(r.stdout), &ex); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, r.stdout)
+	}
+	return ex
+}
+
+// checkExplainedAsRebuilt checks that what explain reported as final for
+// pr (before: the documents explain read; after: what rebuild wrote from
+// the same documents) is what rebuild wrote: the same homeworks, equal
+// entries, the user's counts, and drift marked exactly where rebuild
+// changed a value.
+func checkExplainedAsRebuilt(t testing.TB, pr explainedPair, ex Explanation, before, after materialize.Docs) {
+	t.Helper()
+	pk := strconv.FormatInt(pr.problem, 10)
+	was, now := storedValues(t, before.Homeworks), storedValues(t, after.Homeworks)
+	var want, got []string
+	for h, us := range now {
+		if _, ok := us[pr.user][pk]; ok {
+			want = append(want, h)
+		}
+	}
+	drift := false
+	for _, e := range ex.Entries {
+		got = append(got, e.Homework)
+		written, ok := now[e.Homework][pr.user][pk]
+		if !ok {
+			continue
+		}
+		if de := decodeDerived(t, e.Derived); !de.MatchesStored(written) {
+			t.Errorf("explain %q %d homework %s: final %s, rebuild wrote %s", pr.user, pr.problem, e.Homework, e.Derived, written)
+		}
+		old := was[e.Homework][pr.user][pk]
+		if changed := old.Type != written.Type || !slices.Equal(old.Value, written.Value); e.Drift != changed {
+			t.Errorf("explain %q %d homework %s: drift %v, rebuild changed it: %v", pr.user, pr.problem, e.Homework, e.Drift, changed)
+		}
+		drift = drift || e.Drift
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(want, got) {
+		t.Errorf("explain %q %d: entries in %v, rebuild's output has them in %v", pr.user, pr.problem, got, want)
+	}
+	var doc bson.Raw
+	for _, u := range after.Users {
+		if name, ok := u.Lookup("_id").StringValueOK(); ok && name == pr.user {
+			doc = u
+		}
+	}
+	if (doc != nil) != ex.UserCounts.Document {
+		t.Errorf("explain %q: user document %v, rebuild's output has one: %v", pr.user, ex.UserCounts.Document, doc != nil)
+	} else if doc != nil {
+		var d bson.Raw
+		if err := bson.UnmarshalExtJSON(ex.UserCounts.Derived, false, &d); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := materialize.DecodeUserStats(d)
+		if !st.MatchesStored(doc) {
+			t.Errorf("explain %q: derived counts %s, rebuild wrote %s", pr.user, ex.UserCounts.Derived, doc)
+		}
+		drift = drift || ex.UserCounts.Drift
+	}
+	if drift != ex.Drift {
+		t.Errorf("explain %q %d: drift %v, its parts say %v", pr.user, pr.problem, ex.Drift, drift)
+	}
+}
+
 // TestExplainMatchesRebuild runs, on every derive vector written as a
 // mongodump directory, `rebuild --dump --out` (the real offline rebuild)
 // and `explain --dump --json` for every (user, problem) pair holding an
 // entry, and checks that what explain reports as final is what rebuild
-// wrote: the same homeworks, equal entries, the user's counts, and drift
-// marked exactly where rebuild changed a value.
+// wrote (checkExplainedAsRebuilt).
 func TestExplainMatchesRebuild(t *testing.T) {
 	cleanConfigEnv(t)
 	var pairs atomic.Int64
@@ -87,83 +184,9 @@ func TestExplainMatchesRebuild(t *testing.T) {
 				t.Fatalf("rebuild: want exit 0\n%v", r)
 			}
 			out := readDumpDocs(t, outDir)
-			before := storedValues(t, v.DB.Homeworks)
-			after := storedValues(t, out.Homeworks)
-			usersAfter := map[string]bson.Raw{}
-			for _, u := range out.Users {
-				if name, ok := u.Lookup("_id").StringValueOK(); ok {
-					usersAfter[name] = u
-				}
-			}
-			type pair struct {
-				user    string
-				problem int64
-			}
-			var todo []pair
-			for _, hw := range before {
-				for u, ps := range hw {
-					for pk := range ps {
-						if p, ok := materialize.ParseProblemKey(pk); ok && !slices.Contains(todo, pair{u, p}) {
-							todo = append(todo, pair{u, p})
-						}
-					}
-				}
-			}
-			for _, pr := range todo {
+			for _, pr := range pairsWithEntries(t, v.DB.Homeworks) {
 				pairs.Add(1)
-				pk := strconv.FormatInt(pr.problem, 10)
-				r := runCLI(t, "explain", "--dump", staleDir, "--user", pr.user, "--problem", pk, "--json")
-				if r.code != exitOK {
-					t.Fatalf("explain %q %d: want exit 0\n%v", pr.user, pr.problem, r)
-				}
-				var ex Explanation
-				if err := json.Unmarshal([]byte(r.stdout), &ex); err != nil {
-					t.Fatalf("explain %q %d: %v\n%s", pr.user, pr.problem, err, r.stdout)
-				}
-				var want, got []string
-				for h, us := range after {
-					if _, ok := us[pr.user][pk]; ok {
-						want = append(want, h)
-					}
-				}
-				drift := false
-				for _, e := range ex.Entries {
-					got = append(got, e.Homework)
-					written, ok := after[e.Homework][pr.user][pk]
-					if !ok {
-						continue
-					}
-					de := decodeDerived(t, e.Derived)
-					if !de.MatchesStored(written) {
-						t.Errorf("explain %q %d homework %s: final %s, rebuild wrote %s", pr.user, pr.problem, e.Homework, e.Derived, written)
-					}
-					changed := !slices.Equal(before[e.Homework][pr.user][pk].Value, written.Value) || before[e.Homework][pr.user][pk].Type != written.Type
-					if e.Drift != changed {
-						t.Errorf("explain %q %d homework %s: drift %v, rebuild changed it: %v", pr.user, pr.problem, e.Homework, e.Drift, changed)
-					}
-					drift = drift || e.Drift
-				}
-				slices.Sort(want)
-				slices.Sort(got)
-				if !slices.Equal(want, got) {
-					t.Errorf("explain %q %d: entries in %v, rebuild's output has them in %v", pr.user, pr.problem, got, want)
-				}
-				if doc, ok := usersAfter[pr.user]; ok != ex.UserCounts.Document {
-					t.Errorf("explain %q: user document %v, the dump has one: %v", pr.user, ex.UserCounts.Document, ok)
-				} else if ok {
-					var d bson.Raw
-					if err := bson.UnmarshalExtJSON(ex.UserCounts.Derived, false, &d); err != nil {
-						t.Fatal(err)
-					}
-					st, _ := materialize.DecodeUserStats(d)
-					if !st.MatchesStored(doc) {
-						t.Errorf("explain %q: derived counts %s, rebuild wrote %s", pr.user, ex.UserCounts.Derived, doc)
-					}
-					drift = drift || ex.UserCounts.Drift
-				}
-				if drift != ex.Drift {
-					t.Errorf("explain %q %d: drift %v, its parts say %v", pr.user, pr.problem, ex.Drift, drift)
-				}
+				checkExplainedAsRebuilt(t, pr, explainJSON(t, pr, "--dump", staleDir), v.DB, out)
 			}
 		})
 	}
