@@ -215,8 +215,9 @@ type ExplainUser struct {
 // runs the same code as a rebuild, materialize.Builder over a catalog of
 // the problem and the homeworks that matter to the pair, fed every
 // submission of the user, and takes the steps from the Deriver's trace. It
-// returns an *unknownError when neither the user nor the problem is known
-// to src. It writes nothing.
+// returns an *unknownError when the user (no document, no submission, no
+// entry for the problem) or the problem (no document, no entry, no
+// submission of the user to it) is unknown to src. It writes nothing.
 func Explain(ctx context.Context, src watch.Source, user string, problem int64) (*Explanation, error) {
 	ex := &Explanation{Format: 1, User: user, Problem: problem,
 		ProblemHomeworks: []ExplainRef{}, Submissions: []ExplainSubmission{}, Entries: []ExplainEntry{}, Malformed: []string{}}
