@@ -162,7 +162,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, fail("%w", err)
 	}
-	if err := checkTopology(hello); err != nil && !cfg.AnyTopology {
+	if err := checkTopology(hello, cfg.AnyTopology); err != nil {
 		return nil, fail("%w", err)
 	}
 
@@ -244,8 +244,12 @@ func parseVersion(v string) (major, minor int, err error) {
 }
 
 // checkTopology fails unless a hello (or isMaster) response comes from a
-// replica set member (setName) or a mongos (msg "isdbgrid").
-func checkTopology(hello bson.Raw) error {
+// replica set member (setName) or a mongos (msg "isdbgrid"), or anyTopology
+// (Config.AnyTopology) accepts a standalone too.
+func checkTopology(hello bson.Raw, anyTopology bool) error {
+	if anyTopology {
+		return nil
+	}
 	if name, ok := hello.Lookup("setName").StringValueOK(); ok && name != "" {
 		return nil
 	}

@@ -100,15 +100,19 @@ func TestCheckVersion(t *testing.T) {
 }
 
 func TestCheckTopology(t *testing.T) {
-	if err := checkTopology(mtest.Raw("isWritablePrimary", true, "setName", "rs0")); err != nil {
+	if err := checkTopology(mtest.Raw("isWritablePrimary", true, "setName", "rs0"), false); err != nil {
 		t.Errorf("replica set member: %v", err)
 	}
-	if err := checkTopology(mtest.Raw("isWritablePrimary", true, "msg", "isdbgrid")); err != nil {
+	if err := checkTopology(mtest.Raw("isWritablePrimary", true, "msg", "isdbgrid"), false); err != nil {
 		t.Errorf("mongos: %v", err)
 	}
-	err := checkTopology(mtest.Raw("isWritablePrimary", true, "maxWireVersion", 21))
+	err := checkTopology(mtest.Raw("isWritablePrimary", true, "maxWireVersion", 21), false)
 	if err == nil || !strings.Contains(err.Error(), "change streams need a replica set; see docs/operations.md to convert a standalone") {
 		t.Errorf("standalone: %v", err)
+	}
+	// Read-only tools (explain) accept a standalone.
+	if err := checkTopology(mtest.Raw("isWritablePrimary", true, "maxWireVersion", 21), true); err != nil {
+		t.Errorf("standalone with AnyTopology: %v", err)
 	}
 }
 
