@@ -85,6 +85,7 @@ error, 2 on a usage error such as an unknown user or problem.`)
 	if *asJSON {
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // penalty programs hold < and >
 		return enc.Encode(ex)
 	}
 	ex.print(env.stdout)
