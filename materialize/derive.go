@@ -59,8 +59,10 @@ type Deriver struct {
 
 	// Trace, when not nil, is told every step of every Pair call (the
 	// explain command sets it for one pair). Nil on every normal path: the
-	// derivation then only tests it, at no measurable cost.
+	// derivation then only tests it; the step is assembled in step, not in
+	// locals of the hot loop.
 	Trace PairTracer
+	step  PairStep
 }
 
 // PairTracer observes Deriver.Pair step by step. Calls come in this order:
@@ -235,26 +237,26 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 			if !st.HasRaw {
 				st.RawScore, st.HasRaw = 0, true
 			}
-			in, rawBefore := cur, st.RawScore // for the trace
-			var penaltyRun, setStatus bool
-			var gained int64
-			var penaltyErr error
+			if d.Trace != nil {
+				d.step = PairStep{Homework: h, In: cur, RawBefore: st.RawScore}
+			}
 			st.SubmissionIDs = append(st.SubmissionIDs, id)
 			if s.Timestamp > h.End {
 				if cur > st.RawScore { // delta = cur - rawScore > 0
-					penaltyRun = true
-					gained, penaltyErr = d.penalty(h, cur, st.RawScore, s.Timestamp)
-					if penaltyErr == nil {
+					gained, err := d.penalty(h, cur, st.RawScore, s.Timestamp)
+					if err == nil {
 						sum, overflow := addInt64(st.Score, gained)
 						if overflow {
-							penaltyErr = ErrScoreOverflow
+							err = ErrScoreOverflow
 						} else {
 							st.Score = sum
 						}
 					}
-					if penaltyErr != nil {
+					if err != nil {
 						res.PenaltyErrors++
-						gained = 0
+					}
+					if d.Trace != nil {
+						d.tracePenalty(gained, err)
 					}
 					st.RawScore = cur
 				}
@@ -265,16 +267,9 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 			if cur >= st.Score {
 				st.Score = cur
 				st.ProblemStatus, st.HasStatus = s.Status, true
-				setStatus = true
 			}
 			if d.Trace != nil {
-				step := PairStep{Homework: h, In: in, RawBefore: rawBefore,
-					PenaltyRun: penaltyRun, Gained: gained, PenaltyErr: penaltyErr,
-					SetStatus: setStatus, Entry: *st, Out: cur}
-				if s.Timestamp > h.End {
-					step.Late, step.LateDays = true, lateDays(s.Timestamp, h.End)
-				}
-				d.Trace.PairStep(step)
+				d.traceStep(s, st, cur)
 			}
 		}
 	}
@@ -283,6 +278,27 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 		res.Entries[i] = HomeworkEntry{Homework: sl.hw.ID, Entry: sl.e}
 	}
 	return res
+}
+
+// tracePenalty records the penalty evaluation of the step being traced.
+func (d *Deriver) tracePenalty(gained int64, err error) {
+	if err != nil {
+		gained = 0
+	}
+	d.step.PenaltyRun, d.step.Gained, d.step.PenaltyErr = true, gained, err
+}
+
+// traceStep completes the step being traced with its outcome and reports
+// it. After a step the entry's score equals cur exactly when the
+// submission set problemStatus (otherwise the score stayed above cur).
+func (d *Deriver) traceStep(s *Submission, st *Entry, cur int64) {
+	if s.Timestamp > d.step.Homework.End {
+		d.step.Late, d.step.LateDays = true, lateDays(s.Timestamp, d.step.Homework.End)
+	}
+	d.step.SetStatus = st.Score == cur
+	d.step.Entry, d.step.Out = *st, cur
+	d.Trace.PairStep(d.step)
+	d.step = PairStep{}
 }
 
 // penalty evaluates h's program for a late submission whose running score

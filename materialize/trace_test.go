@@ -127,7 +127,8 @@ func TestTraceMatchesPair(t *testing.T) {
 
 // TestTraceSteps checks the step fields on a hand-computed case: a problem
 // in two homeworks (the first with a halving penalty, the second with a
-// failing one), one on-time submission of 60 and one 2.5 days late of 100.
+// failing one), on-time submissions of 60 then 10, a created one, and one
+// 2.5 days late of 100.
 func TestTraceSteps(t *testing.T) {
 	end := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	h1 := &materialize.Homework{ID: bson.NewObjectID(), End: end, Penalty: "score = score * 0.5",
@@ -138,12 +139,13 @@ func TestTraceSteps(t *testing.T) {
 		{ID: bson.NewObjectID(), User: "u", Problem: 7, Timestamp: end + 60*3600*1000, Status: 0, Score: 100},
 		{ID: bson.NewObjectID(), User: "u", Problem: 7, Timestamp: end - 1000, Status: 1, Score: 60},
 		{ID: bson.NewObjectID(), User: "u", Problem: 7, Timestamp: end - 500, Status: -2, Score: -1},
+		{ID: bson.NewObjectID(), User: "u", Problem: 7, Timestamp: end - 800, Status: 5, Score: 10},
 	}
 	rec := &recorder{}
 	d := materialize.NewDeriver()
 	d.Trace = rec
 	res := d.Pair("u", 7, subs, []*materialize.Homework{h1, h2})
-	if want := []bool{true, false, true}; !slices.Equal(rec.subs, want) {
+	if want := []bool{true, true, false, true}; !slices.Equal(rec.subs, want) {
 		t.Fatalf("counts %v, want %v (sorted by timestamp; the created one does not count)", rec.subs, want)
 	}
 	type view struct {
@@ -159,6 +161,9 @@ func TestTraceSteps(t *testing.T) {
 	want := []view{
 		{h1, 60, 0, false, 0, false, 0, false, true, 60, 60, 60},
 		{h2, 60, 0, false, 0, false, 0, false, true, 60, 60, 60},
+		// on time but lower: problemStatus stays
+		{h1, 10, 60, false, 0, false, 0, false, false, 60, 60, 10},
+		{h2, 10, 60, false, 0, false, 0, false, false, 60, 60, 10},
 		// late: penalty(score=100-60, overtime=2) = 20; 60+20 = 80 carries on
 		{h1, 100, 60, true, 2, true, 20, false, true, 80, 100, 80},
 		// carried 80 against rawScore 60: penalty fails, gains 0; score 60
@@ -174,11 +179,11 @@ func TestTraceSteps(t *testing.T) {
 			t.Errorf("step %d: %+v, want %+v", i, got, want[i])
 		}
 	}
-	if res.PenaltyErrors != 1 || errors.Is(rec.steps[3].PenaltyErr, materialize.ErrScoreOverflow) {
-		t.Errorf("penalty errors %d (%v), want 1 program error", res.PenaltyErrors, rec.steps[3].PenaltyErr)
+	if res.PenaltyErrors != 1 || rec.steps[5].PenaltyErr == nil || errors.Is(rec.steps[5].PenaltyErr, materialize.ErrScoreOverflow) {
+		t.Errorf("penalty errors %d (%v), want 1 program error", res.PenaltyErrors, rec.steps[5].PenaltyErr)
 	}
 	// A kept step's submissionIds is not changed by later steps.
-	if len(rec.steps[0].Entry.SubmissionIDs) != 1 || len(res.Entries[0].Entry.SubmissionIDs) != 2 {
+	if len(rec.steps[0].Entry.SubmissionIDs) != 1 || len(res.Entries[0].Entry.SubmissionIDs) != 3 {
 		t.Errorf("submissionIds of step 0 %v, final %v", rec.steps[0].Entry.SubmissionIDs, res.Entries[0].Entry.SubmissionIDs)
 	}
 }
