@@ -68,7 +68,7 @@ test: ## Unit, vector and simulation tests, alert-rule tests with promtool (inte
 test-integration: ## Integration tests: need MATERIALIZER_TEST_MONGODB_URI (a replica set) or a Docker engine
 	@if [ -z "$${MATERIALIZER_TEST_MONGODB_URI:-}" ]; then \
 	  echo "MATERIALIZER_TEST_MONGODB_URI is not set: the tests start a MongoDB replica set with Docker (testcontainers), or skip without an engine."; \
-	  echo "  e.g. MATERIALIZER_TEST_MONGODB_URI='mongodb://127.0.0.1:27017/?replicaSet=rs0&directConnection=true' make test-integration"; \
+	  echo "  e.g. MATERIALIZER_TEST_MONGODB_URI='mongodb://127.0.0.1:27017/?directConnection=true' make test-integration"; \
 	fi
 	MATERIALIZER_TEST_MONGODB_URI="$${MATERIALIZER_TEST_MONGODB_URI:-}" \
 	  $(GO) test -count=1 -timeout 30m -v -run Integration $(PKGS)

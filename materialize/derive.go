@@ -1,6 +1,7 @@
 package materialize
 
 import (
+	"errors"
 	"math/big"
 	"slices"
 
@@ -55,7 +56,68 @@ type PairResult struct {
 // batches use it. A Deriver is not safe for concurrent use.
 type Deriver struct {
 	programs map[string]compiled
+
+	// Trace, when not nil, is told every step of every Pair call (the
+	// explain command sets it for one pair). Nil on every normal path: the
+	// derivation then only tests it; the step is assembled in step, not in
+	// locals of the hot loop.
+	Trace PairTracer
+	step  PairStep
 }
+
+// PairTracer observes Deriver.Pair step by step. Calls come in this order:
+// PairStart once; then for each submission of the pair's input in
+// (timestamp, _id) order, PairSubmission, followed (when it counts) by one
+// PairStep per homework of PairStart, in that order. When no homework holds
+// an entry for the pair, PairStart is the only call.
+type PairTracer interface {
+	// PairStart names the pair and the homeworks holding an entry for it,
+	// in visiting order; each entry starts at StartEntry().
+	PairStart(user string, problem int64, homeworks []*Homework)
+	// PairSubmission reports one input submission; counts is false for a
+	// submission of another pair, an unjudged one (see Judged) or a
+	// handwritten one, which touch no entry.
+	PairSubmission(s *Submission, counts bool)
+	// PairStep reports one homework's entry after the last submission
+	// reported reached it.
+	PairStep(st PairStep)
+}
+
+// PairStep is one homework visited by one counting submission.
+type PairStep struct {
+	Homework *Homework
+	// In is the score the submission brings to this homework: its stored
+	// score, or the penalised score carried over from the previous
+	// homework (a Back-End parity quirk).
+	In int64
+	// RawBefore is the entry's rawScore before the step (0 when the entry
+	// had none).
+	RawBefore int64
+	// Late is timestamp > duration.end; LateDays is then
+	// floor((timestamp - end) / 24h), the penalty's overtime.
+	Late     bool
+	LateDays int64
+	// PenaltyRun says the penalty program was evaluated: late and In >
+	// RawBefore. It was called with score = In - RawBefore and overtime =
+	// LateDays and returned Gained, added to the entry's score; or it
+	// failed with PenaltyErr (a program error, or a running score that
+	// would leave int64), and gained 0.
+	PenaltyRun bool
+	Gained     int64
+	PenaltyErr error
+	// SetStatus says the submission set problemStatus (its score after the
+	// step was >= the entry's score).
+	SetStatus bool
+	// Entry is the entry after the step. Its SubmissionIDs is a prefix of
+	// the final one: later steps never change it, so it may be kept.
+	Entry Entry
+	// Out is the score carried to the next homework.
+	Out int64
+}
+
+// ErrScoreOverflow is the penalty error of a running score that would
+// leave int64 (the Back-End could not save it).
+var ErrScoreOverflow = errors.New("running score would leave int64")
 
 type compiled struct {
 	prog *penalty.Program
@@ -145,6 +207,13 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 			slots = append(slots, slot{hw: h, e: StartEntry()})
 		}
 	}
+	if d.Trace != nil {
+		hs := make([]*Homework, len(slots))
+		for i := range slots {
+			hs[i] = slots[i].hw
+		}
+		d.Trace.PairStart(user, problem, hs)
+	}
 	if len(slots) == 0 {
 		return res
 	}
@@ -152,7 +221,13 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 	for i := range subs {
 		s := &subs[i]
 		if s.User != user || s.Problem != problem || !s.Judged() || s.Handwritten {
+			if d.Trace != nil {
+				d.Trace.PairSubmission(s, false)
+			}
 			continue
+		}
+		if d.Trace != nil {
+			d.Trace.PairSubmission(s, true)
 		}
 		id := s.ID.Hex()
 		cur := s.Score
@@ -162,20 +237,26 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 			if !st.HasRaw {
 				st.RawScore, st.HasRaw = 0, true
 			}
+			if d.Trace != nil {
+				d.step = PairStep{Homework: h, In: cur, RawBefore: st.RawScore}
+			}
 			st.SubmissionIDs = append(st.SubmissionIDs, id)
 			if s.Timestamp > h.End {
 				if cur > st.RawScore { // delta = cur - rawScore > 0
-					gained, ok := d.penalty(h, cur, st.RawScore, s.Timestamp)
-					if ok {
+					gained, err := d.penalty(h, cur, st.RawScore, s.Timestamp)
+					if err == nil {
 						sum, overflow := addInt64(st.Score, gained)
 						if overflow {
-							ok = false
+							err = ErrScoreOverflow
 						} else {
 							st.Score = sum
 						}
 					}
-					if !ok {
+					if err != nil {
 						res.PenaltyErrors++
+					}
+					if d.Trace != nil {
+						d.tracePenalty(gained, err)
 					}
 					st.RawScore = cur
 				}
@@ -187,6 +268,9 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 				st.Score = cur
 				st.ProblemStatus, st.HasStatus = s.Status, true
 			}
+			if d.Trace != nil {
+				d.traceStep(s, st, cur)
+			}
 		}
 	}
 	res.Entries = make([]HomeworkEntry, len(slots))
@@ -196,25 +280,46 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 	return res
 }
 
+// tracePenalty records the penalty evaluation of the step being traced.
+func (d *Deriver) tracePenalty(gained int64, err error) {
+	if err != nil {
+		gained = 0
+	}
+	d.step.PenaltyRun, d.step.Gained, d.step.PenaltyErr = true, gained, err
+}
+
+// traceStep completes the step being traced with its outcome and reports
+// it. After a step the entry's score equals cur exactly when the
+// submission set problemStatus (otherwise the score stayed above cur).
+func (d *Deriver) traceStep(s *Submission, st *Entry, cur int64) {
+	if s.Timestamp > d.step.Homework.End {
+		d.step.Late, d.step.LateDays = true, lateDays(s.Timestamp, d.step.Homework.End)
+	}
+	d.step.SetStatus = st.Score == cur
+	d.step.Entry, d.step.Out = *st, cur
+	d.Trace.PairStep(d.step)
+	d.step = PairStep{}
+}
+
 // penalty evaluates h's program for a late submission whose running score
 // is cur against rawScore raw: penalty(score=cur-raw, overtime=whole days
-// late). ok is false on any penalty error.
-func (d *Deriver) penalty(h *Homework, cur, raw, ts int64) (int64, bool) {
+// late). The error is the program's compile or evaluation error.
+func (d *Deriver) penalty(h *Homework, cur, raw, ts int64) (int64, error) {
 	prog, err := d.program(h.Penalty)
 	if err != nil {
-		return 0, false
+		return 0, err
 	}
-	// ts > h.End, so the difference is positive and fits in a uint64.
-	overtime := int64((uint64(ts) - uint64(h.End)) / msPerDay)
+	overtime := lateDays(ts, h.End)
 	delta, overflow := subInt64(cur, raw)
-	var gained int64
 	if overflow {
-		gained, err = prog.EvalBig(new(big.Int).Sub(big.NewInt(cur), big.NewInt(raw)), big.NewInt(overtime))
-	} else {
-		gained, err = prog.Eval(delta, overtime)
+		return prog.EvalBig(new(big.Int).Sub(big.NewInt(cur), big.NewInt(raw)), big.NewInt(overtime))
 	}
-	return gained, err == nil
+	return prog.Eval(delta, overtime)
 }
+
+// lateDays is the whole days from end to ts, for ts > end:
+// floor((ts - end) / 24h). The difference is positive and fits in a uint64.
+func lateDays(ts, end int64) int64 { return int64((uint64(ts) - uint64(end)) / msPerDay) }
 
 func addInt64(a, b int64) (int64, bool) {
 	s := a + b

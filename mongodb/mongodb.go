@@ -75,8 +75,8 @@ type Config struct {
 	// write; 5 seconds when zero.
 	WriteTimeout time.Duration
 	// AllowStandalone lets Open accept a standalone mongod, for the
-	// commands that need no change stream (verify, status, seed, and a
-	// rebuild that saves no stream start). Without it Open refuses one.
+	// commands that need no change stream (verify, status, seed, explain,
+	// and a rebuild that saves no stream start). Without it Open refuses one.
 	AllowStandalone bool
 }
 

@@ -3,7 +3,7 @@ package mongodb
 // Integration tests against a real MongoDB replica set. They run when
 // MATERIALIZER_TEST_MONGODB_URI names one, e.g.
 //
-//	MATERIALIZER_TEST_MONGODB_URI='mongodb://localhost:27017/?replicaSet=rs0' go test ./mongodb/
+//	MATERIALIZER_TEST_MONGODB_URI='mongodb://127.0.0.1:27017/?directConnection=true' go test ./mongodb/
 //
 // or, without it, when a Docker engine is available: testcontainers starts
 // mongo:7 as a single-node replica set. Otherwise they skip within a few
@@ -38,7 +38,7 @@ import (
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
-const skipNoServer = "no MongoDB replica set: set MATERIALIZER_TEST_MONGODB_URI=mongodb://host:27017/?replicaSet=rs0 or run with a Docker engine (testcontainers); see README"
+const skipNoServer = "no MongoDB replica set: set MATERIALIZER_TEST_MONGODB_URI=mongodb://127.0.0.1:27017/?directConnection=true (the demo's replica set: make up) or run with a Docker engine (testcontainers); see README"
 
 // testServer is the server shared by the integration tests of one test
 // binary: the environment's URI or a container started on first use.

@@ -110,6 +110,10 @@ func TestCheckTopology(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "change streams need a replica set; see docs/operations.md to convert a standalone") {
 		t.Errorf("standalone: %v", err)
 	}
+	// Read-only tools (verify, status, seed, explain) accept a standalone.
+	if standalone, err := topology(mtest.Raw("isWritablePrimary", true, "maxWireVersion", 21), true); err != nil || !standalone {
+		t.Errorf("standalone with AllowStandalone: %v, %v", standalone, err)
+	}
 }
 
 func TestConfigDefaults(t *testing.T) {

@@ -70,7 +70,7 @@ func loadConfig(needMongo bool) (*Config, error) {
 		return nil, &configError{err.Error()}
 	}
 	if needMongo && c.MongoDBURI == "" {
-		return nil, &configError{envPrefix + "_MONGODB_URI is required (e.g. mongodb://localhost:27017/?replicaSet=rs0)"}
+		return nil, &configError{envPrefix + "_MONGODB_URI is required (e.g. mongodb://127.0.0.1:27017/?directConnection=true for the demo's replica set from its host; see README)"}
 	}
 	if c.MongoDBURI != "" && !strings.HasPrefix(c.MongoDBURI, "mongodb://") && !strings.HasPrefix(c.MongoDBURI, "mongodb+srv://") {
 		return nil, &configError{envPrefix + "_MONGODB_URI must start with mongodb:// or mongodb+srv://"}

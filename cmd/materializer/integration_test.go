@@ -35,7 +35,7 @@ import (
 	"github.com/normal-oj/noj-materializer/materialize/materializetest"
 )
 
-const noMongoSkip = "no MongoDB replica set: set MATERIALIZER_TEST_MONGODB_URI=mongodb://127.0.0.1:27017/?replicaSet=rs0 " +
+const noMongoSkip = "no MongoDB replica set: set MATERIALIZER_TEST_MONGODB_URI=mongodb://127.0.0.1:27017/?directConnection=true (the demo's replica set: make up) " +
 	"or run with a Docker engine; see README"
 
 var (

@@ -87,7 +87,7 @@ func cleanConfigEnv(t testing.TB) {
 }
 
 // documentedCommands are the subcommands named by issue 3 and the README.
-var documentedCommands = []string{"run", "rebuild", "verify", "status", "seed", "version"}
+var documentedCommands = []string{"run", "rebuild", "verify", "status", "explain", "seed", "version"}
 
 func TestHelpListsEveryCommand(t *testing.T) {
 	cleanConfigEnv(t)
@@ -421,7 +421,7 @@ func TestValidConfigurationBoundaries(t *testing.T) {
 // start without MATERIALIZER_MONGODB_URI, naming it.
 func TestMongoCommandsNeedURI(t *testing.T) {
 	cleanConfigEnv(t)
-	for _, args := range [][]string{{"run"}, {"status"}, {"verify"}, {"rebuild"}, {"rebuild", "--dry-run"}, {"seed"}} {
+	for _, args := range [][]string{{"run"}, {"status"}, {"verify"}, {"rebuild"}, {"rebuild", "--dry-run"}, {"seed"}, {"explain", "--user", "u", "--problem", "1"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			r := runCLI(t, args...)
 			if r.code != exitConfig {
@@ -455,7 +455,7 @@ func TestPasswordNeverPrinted(t *testing.T) {
 		{"unescaped at sign", "mongodb://user:s3c@ret@127.0.0.1:1/?serverSelectionTimeoutMS=200", []string{"s3c@ret", "s3c"}, true},
 		{"password option", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200&password=s3cret", []string{"s3cret"}, false},
 	}
-	all := [][]string{{"status"}, {"run"}, {"verify"}, {"rebuild"}, {"rebuild", "--dry-run"}, {"seed", "--users", "1", "--submissions", "1"}}
+	all := [][]string{{"status"}, {"run"}, {"verify"}, {"rebuild"}, {"rebuild", "--dry-run"}, {"seed", "--users", "1", "--submissions", "1"}, {"explain", "--user", "u", "--problem", "1"}}
 	for i, u := range uris {
 		commands := all
 		if i > 0 {

@@ -61,6 +61,7 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 	}
 	cfg.readOnly = *dryRun // a dry run writes nothing, indexes included
 
+	sayConnecting(env.stderr, cfg)
 	db, err := openMongo(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -233,6 +234,7 @@ nothing. Exit status 1 when anything drifted, 0 when clean.`)
 			return err
 		}
 	} else {
+		sayConnecting(env.stderr, cfg)
 		db, err := openMongo(ctx, cfg, zerolog.Nop())
 		if err != nil {
 			return err
@@ -294,6 +296,7 @@ lease holder and epoch.`)
 	if _, err := newLogger(env, cfg); err != nil {
 		return err
 	}
+	sayConnecting(env.stderr, cfg)
 	db, err := openMongo(ctx, cfg, zerolog.Nop())
 	if err != nil {
 		return err

@@ -115,7 +115,7 @@ func openMongo(ctx context.Context, cfg *Config, log zerolog.Logger) (*mongodb.D
 		AllowStandalone:       cfg.allowStandalone,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s_MONGODB_URI: %w", envPrefix, err) // err names the redacted URI
+		return nil, withConnectHint(cfg.MongoDBURI, fmt.Errorf("%s_MONGODB_URI: %w", envPrefix, err)) // err names the redacted URI
 	}
 	log.Info().Str("uri", mongodb.Redact(cfg.MongoDBURI)).Str("database", cfg.Database).Msg("connected to MongoDB")
 	if cfg.CreateIndexes && !cfg.readOnly {

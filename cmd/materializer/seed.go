@@ -57,6 +57,7 @@ MATERIALIZER_MONGODB_URI's database, which must hold no Back-End data yet.`)
 	if err != nil {
 		return err
 	}
+	sayConnecting(env.stderr, cfg)
 	db, err := openMongo(ctx, cfg, zerolog.Nop())
 	if err != nil {
 		return err

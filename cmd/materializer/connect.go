@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/description"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+
+	"github.com/normal-oj/noj-materializer/mongodb"
+)
+
+// demoURI is the one connection string the project's messages suggest for
+// a local server: the demo's replica set, published on 127.0.0.1:27017,
+// whose member calls itself mongo:27017 (a name only the compose network
+// resolves), so from the host the driver must talk to the seed directly.
+const demoURI = "mongodb://127.0.0.1:27017/?directConnection=true"
+
+// sayConnecting tells the user, on stderr and before the driver starts
+// waiting, which server a command connects to (the redacted URI) and how
+// long it may wait.
+func sayConnecting(w io.Writer, cfg *Config) {
+	fmt.Fprintf(w, "connecting to %s (database %s; waits up to the server-selection timeout, 30s unless the URI sets serverSelectionTimeoutMS)\n",
+		mongodb.Redact(cfg.MongoDBURI), cfg.Database)
+}
+
+// connectError is a failure to reach MongoDB with the one-line hint
+// connectHint found for it. errors.Is and errors.As see the driver's error.
+type connectError struct {
+	err  error
+	hint string
+}
+
+func (e *connectError) Error() string { return e.err.Error() + "\n" + e.hint }
+func (e *connectError) Unwrap() error { return e.err }
+
+// withConnectHint returns err with a hint line when connectHint has one.
+func withConnectHint(uri string, err error) error {
+	if h := connectHint(uri, err); h != "" {
+		return &connectError{err: err, hint: h}
+	}
+	return err
+}
+
+// connectHint names the likely cause of a server-selection failure and its
+// fix, in one line, or returns "" for any other error. It reads the
+// driver's topology.ServerSelectionError (x/mongo/driver/topology/
+// errors.go:67 in mongo-driver v2.10.0: the topology description when
+// selection gave up, each server with its Addr, Kind and LastError, the
+// heartbeat's error), not its text:
+//
+//   - a server whose last error is a DNS failure: a member's host name does
+//     not resolve from here. With a replica set, the driver replaces the
+//     seed list by the members' names from the replica set config (fsm.go,
+//     updateRSFromPrimary / updateRSWithoutPrimary), e.g. the demo's
+//     mongo:27017, so a reachable seed is not enough;
+//   - a replica-set topology with no server left: the driver removes a
+//     server whose setName differs from the URI's replicaSet, and a
+//     standalone when replicaSet is set (fsm.go:186, :351, :395, :417);
+//     with directConnection=true it keeps the server as Unknown with no
+//     error instead (fsm.go:234, :248);
+//   - servers that refused or timed out: nothing answers at those
+//     addresses;
+//   - members known but none primary: the set has no primary.
+func connectHint(uri string, err error) string {
+	var sse topology.ServerSelectionError
+	if !errors.As(err, &sse) {
+		return ""
+	}
+	desc := sse.Desc
+	for _, s := range desc.Servers {
+		var dns *net.DNSError
+		if s.LastError != nil && errors.As(s.LastError, &dns) {
+			host := s.Addr.String()
+			return fmt.Sprintf("hint: the host name %s does not resolve from here (%v): a replica set is reached by the member names of its config (rs.conf()), such as the demo's mongo:27017; "+
+				"connect to one address you can reach with directConnection=true (the demo from its host: %s), or make the member names resolve here", host, dns.Err, demoURI)
+		}
+	}
+	setName := uriOption(uri, "replicaSet")
+	replicaSet := desc.Kind == description.TopologyKindReplicaSet || desc.Kind == description.TopologyKindReplicaSetNoPrimary ||
+		desc.Kind == description.TopologyKindReplicaSetWithPrimary
+	if len(desc.Servers) == 0 && (replicaSet || setName != "") {
+		return fmt.Sprintf("hint: no server answered as a member of replica set %q: the URI's replicaSet differs from the server's set name (rs.status().set), or the server is a standalone; "+
+			"fix replicaSet=, or connect to that one server with directConnection=true (the demo from its host: %s)", setName, demoURI)
+	}
+	if setName != "" && desc.Kind == description.TopologyKindSingle && len(desc.Servers) == 1 &&
+		desc.Servers[0].Kind == description.Unknown && desc.Servers[0].LastError == nil {
+		return fmt.Sprintf("hint: %s answers but not as a member of replica set %q: the URI's replicaSet differs from the server's set name (rs.status().set), or the server is a standalone; "+
+			"fix or drop replicaSet= (the demo from its host: %s)", desc.Servers[0].Addr, setName, demoURI)
+	}
+	unreachable := 0
+	var addrs []string
+	for _, s := range desc.Servers {
+		addrs = append(addrs, s.Addr.String())
+		if s.LastError == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.Is(s.LastError, syscall.ECONNREFUSED) || errors.As(s.LastError, &ne) && ne.Timeout() || errors.Is(s.LastError, context.DeadlineExceeded) {
+			unreachable++
+		}
+	}
+	if len(desc.Servers) > 0 && unreachable == len(desc.Servers) {
+		return fmt.Sprintf("hint: nothing answers at %s: check that MongoDB runs and that this host can reach that address and port (the demo from its host: %s)",
+			strings.Join(addrs, ", "), demoURI)
+	}
+	if desc.Kind == description.TopologyKindReplicaSetNoPrimary && len(desc.Servers) > 0 {
+		return fmt.Sprintf("hint: replica set members answer (%s) but none is primary: a new set needs rs.initiate(), otherwise see rs.status(); to read one member anyway, directConnection=true", strings.Join(addrs, ", "))
+	}
+	return fmt.Sprintf("hint: no suitable server was found (topology %s); check the URI's hosts and replicaSet, or try directConnection=true (the demo from its host: %s)", desc.Kind, demoURI)
+}
+
+// uriOption returns the value of a connection-string option (case
+// insensitive, as the driver reads them), or "".
+func uriOption(uri, name string) string {
+	_, query, ok := strings.Cut(uri, "?")
+	if !ok {
+		return ""
+	}
+	for _, kv := range strings.Split(query, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.EqualFold(k, name) {
+			if u, err := url.QueryUnescape(v); err == nil {
+				return u
+			}
+			return v
+		}
+	}
+	return ""
+}
