@@ -261,7 +261,8 @@ func (w *world) edgeStep() string {
 	case 1: // extend a deadline that has passed: late submissions become on time
 		doc := w.st.Get(materialize.CollHomework, w.hws[w.r.IntN(len(w.hws))])
 		end := bson.DateTime(w.base + w.clock + int64(1+w.r.IntN(5))*86_400_000)
-		must(w.st.Update(materialize.CollHomework, setFields(doc, "duration", mtest.D("start", bson.DateTime(w.base), "end", end)), []string{"duration.end"}))
+		// $set of the whole duration document: the event names the parent path.
+		must(w.st.Update(materialize.CollHomework, setFields(doc, "duration", mtest.D("start", bson.DateTime(w.base), "end", end)), []string{"duration"}))
 		return "extend deadline"
 	case 2: // reorder a problem's homeworks list, same members
 		p := w.probs[w.r.IntN(len(w.probs))]
