@@ -38,8 +38,10 @@ func TestApplyModels(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: model %T, want *mongo.UpdateOneModel", what, m)
 		}
-		if um.Upsert == nil || *um.Upsert {
-			t.Errorf("%s: upsert %v, want explicitly false", what, um.Upsert)
+		if um.Upsert == nil {
+			t.Errorf("%s: upsert unset, want explicitly false", what)
+		} else if *um.Upsert {
+			t.Errorf("%s: upsert true, want false", what)
 		}
 		if got, want := extJSON(t, um.Filter), extJSON(t, wantFilter); got != want {
 			t.Errorf("%s: filter %s, want %s", what, got, want)
@@ -76,7 +78,7 @@ func TestApplyModels(t *testing.T) {
 		}
 	}
 	if opts.Ordered == nil || *opts.Ordered {
-		t.Errorf("bulk writes ordered = %v, want false", opts.Ordered)
+		t.Error("bulk writes are ordered, want unordered")
 	}
 
 	users, entries = applyModels(&watch.Writes{})
