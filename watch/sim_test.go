@@ -31,6 +31,7 @@ type world struct {
 	subs  []bson.ObjectID
 	clock int64 // ms
 	base  int64
+	ops   map[string]int // operations applied, by name
 }
 
 var penalties = []any{
@@ -49,6 +50,7 @@ func newWorld(seed uint64) *world {
 		users: []string{"alice", "bob", "dot.user", "carol"},
 		probs: []int64{1, 2, 3},
 		base:  time.Date(2026, 1, 10, 0, 0, 0, 0, time.UTC).UnixMilli(),
+		ops:   make(map[string]int),
 	}
 	for i := 0; i < 3; i++ {
 		w.hws = append(w.hws, bson.NewObjectIDFromTimestamp(time.Unix(int64(1_700_000_000+i), 0)))
@@ -118,8 +120,15 @@ func (w *world) homework(id bson.ObjectID, i int, ss bson.D) bson.Raw {
 	return mtest.Raw(kv...)
 }
 
-// step applies one random Back-End-shaped operation.
+// step applies one random Back-End-shaped operation and counts it.
 func (w *world) step() string {
+	op := w.randomOp()
+	w.ops[op]++
+	return op
+}
+
+// randomOp applies one random Back-End-shaped operation.
+func (w *world) randomOp() string {
 	w.clock += int64(w.r.IntN(3 * 86_400_000))
 	if w.r.IntN(6) == 0 {
 		return w.edgeStep()
@@ -368,20 +377,34 @@ func simRuns() int {
 func TestSimulation(t *testing.T) {
 	runs := simRuns()
 	crashes := 0
+	ops := map[string]int{}
 	for seed := uint64(1); seed <= uint64(runs); seed++ {
-		n := runSimulation(t, seed)
+		n := runSimulation(t, seed, ops)
 		crashes += n
 		if t.Failed() {
 			t.Fatalf("seed %d failed; reproduce with: go test ./watch -run TestSimulation (seed %d)", seed, seed)
+		}
+	}
+	t.Logf("operations: %v", ops)
+	if runs >= 100 {
+		for _, op := range []string{"move submission", "extend deadline", "reorder problem homeworks", "submission at the deadline", "deadline onto a submission"} {
+			if ops[op] == 0 {
+				t.Errorf("no %q in %d sequences: the simulation lost that coverage", op, runs)
+			}
 		}
 	}
 	t.Logf("%d simulated sequences, %d injected crashes", runs, crashes)
 	fmt.Printf("simulation: %d random sequences, %d injected crashes, all converged\n", runs, crashes)
 }
 
-func runSimulation(t *testing.T, seed uint64) (crashes int) {
+func runSimulation(t *testing.T, seed uint64, ops map[string]int) (crashes int) {
 	ctx := context.Background()
 	w := newWorld(seed)
+	defer func() {
+		for op, n := range w.ops {
+			ops[op] += n
+		}
+	}()
 	st := w.st
 	eng := newEngine(st)
 	steps := 20 + w.r.IntN(40)
