@@ -1,6 +1,8 @@
 package materialize_test
 
 import (
+	"math"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -109,6 +111,48 @@ func TestUserStatsEqual(t *testing.T) {
 	} {
 		if got := base.Equal(c.other); got != c.equal {
 			t.Errorf("%s: Equal = %v, want %v", c.name, got, c.equal)
+		}
+	}
+}
+
+// TestIntEncoding: derived numbers are encoded as pymongo encodes a Python
+// int: int32 when the value fits, int64 otherwise (both ends of the int32
+// range), in entries and in user fields alike.
+func TestIntEncoding(t *testing.T) {
+	cases := []struct {
+		n    int64
+		want bson.Type
+	}{
+		{0, bson.TypeInt32}, {-1, bson.TypeInt32},
+		{math.MaxInt32, bson.TypeInt32}, {math.MinInt32, bson.TypeInt32},
+		{math.MaxInt32 + 1, bson.TypeInt64}, {math.MinInt32 - 1, bson.TypeInt64},
+		{math.MaxInt64, bson.TypeInt64}, {math.MinInt64, bson.TypeInt64},
+	}
+	for _, c := range cases {
+		e := materialize.Entry{Score: c.n, ProblemStatus: c.n, HasStatus: true, SubmissionIDs: []string{}, RawScore: c.n, HasRaw: true}
+		raw, err := bson.Marshal(e.Doc())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"score", "problemStatus", "rawScore"} {
+			v := bson.Raw(raw).Lookup(k)
+			if v.Type != c.want {
+				t.Errorf("entry %s = %d encoded as %s, want %s", k, c.n, v.Type, c.want)
+			}
+			if got, ok := materialize.IntValue(v); !ok || got != c.n {
+				t.Errorf("entry %s = %d reads back as %d", k, c.n, got)
+			}
+		}
+		u := materialize.UserStats{Submission: c.n, ACSubmission: c.n, ACProblemIDs: []int64{c.n}}
+		raw, err = bson.Marshal(u.Fields())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"submission", "AC_submission", "AC_problem_ids.0"} {
+			v, err := bson.Raw(raw).LookupErr(strings.Split(k, ".")...)
+			if err != nil || v.Type != c.want {
+				t.Errorf("user %s = %d encoded as %s, want %s", k, c.n, v.Type, c.want)
+			}
 		}
 	}
 }
