@@ -93,7 +93,7 @@ bench-integration: ## End-to-end benchmarks: need MATERIALIZER_TEST_MONGODB_URI 
 GREMLINS_VERSION ?= v0.6.0
 GREMLINS    := $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
 MUTATE_PKG  ?= ./materialize
-MUTATE_FLAGS ?= --workers 2 --timeout-coefficient 10
+MUTATE_FLAGS ?= --workers 2 --timeout-coefficient 3
 
 mutate: ## Mutation testing of MUTATE_PKG (default ./materialize; also ./watch) with go-gremlins; slow, not in CI
 	MATERIALIZER_SIM_RUNS=$${MATERIALIZER_SIM_RUNS:-100} MATERIALIZER_LEASE_SIM_RUNS=$${MATERIALIZER_LEASE_SIM_RUNS:-50} \
