@@ -88,7 +88,9 @@ bench-integration: ## End-to-end benchmarks: need MATERIALIZER_TEST_MONGODB_URI 
 # `make mutate MUTATE_PKG=./watch` (the simulations run 100 + 50 sequences
 # per mutant), `make mutate MUTATE_PKG=./materialize/penalty`. Each fits in
 # under an hour on 2 cores; see docs/testing.md for scores and survivors.
-# Don't pass --test-cpu: gremlins v0.6.0 hands it to go test as one argument
+# GOFLAGS=-count=1: gremlins times each mutant against its own coverage run,
+# which the test cache would otherwise answer in milliseconds (every mutant
+# then reads TIMED OUT). Don't pass --test-cpu: gremlins v0.6.0 hands it to go test as one argument
 # ("-cpu 1"), every test run then fails and every mutant reads KILLED.
 GREMLINS_VERSION ?= v0.6.0
 GREMLINS    := $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
@@ -96,6 +98,7 @@ MUTATE_PKG  ?= ./materialize
 MUTATE_FLAGS ?= --workers 2 --timeout-coefficient 3
 
 mutate: ## Mutation testing of MUTATE_PKG (default ./materialize; also ./watch) with go-gremlins; slow, not in CI
+	GOFLAGS="$${GOFLAGS:-} -count=1" \
 	MATERIALIZER_SIM_RUNS=$${MATERIALIZER_SIM_RUNS:-100} MATERIALIZER_LEASE_SIM_RUNS=$${MATERIALIZER_LEASE_SIM_RUNS:-50} \
 	  $(GREMLINS) unleash $(MUTATE_FLAGS) --exclude-files '/' $(MUTATE_PKG)
 
