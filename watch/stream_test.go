@@ -222,3 +222,67 @@ func TestMidBatchStreamErrorKeepsBatch(t *testing.T) {
 	}
 	checkConverged(t, st, "after reopening")
 }
+
+// TestBatchSizeBound: a batch holds at most BatchSize events; each batch's
+// checkpoint is the token of its last event. The events touch no derived
+// input (a lastSend update), so no derived write or echo interferes.
+func TestBatchSizeBound(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	drain(t, f.st)
+	id := f.submit(t, f.end.Add(-time.Hour))
+	drain(t, f.st)
+	first := f.st.OplogLen()
+	for i := 0; i < 5; i++ {
+		doc := f.st.Get(materialize.CollSubmission, id)
+		must(f.st.Update(materialize.CollSubmission, setFields(doc, "lastSend", bson.DateTime(i)), []string{"lastSend"}))
+	}
+	cps := &recordingCheckpoints{Store: f.st}
+	var served []watch.Event
+	feed := &recordingFeed{Feed: f.st, events: &served}
+	eng := &watch.Engine{Store: f.st, Feed: feed, Checkpoints: cps, Log: zerolog.Nop(),
+		Config: watch.Config{BatchSize: 2, BatchMaxWait: time.Hour}}
+	if err := eng.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(served) != 5 || f.st.OplogLen() != first+5 {
+		t.Fatalf("setup: %d events served, oplog %d → %d", len(served), first, f.st.OplogLen())
+	}
+	var batchSaves []string
+	for _, cp := range cps.saved {
+		if !cp.ClusterTime.IsZero() && cp.CaughtUpAt.IsZero() {
+			batchSaves = append(batchSaves, string(cp.Token))
+		}
+	}
+	want := []string{string(served[1].Token), string(served[3].Token), string(served[4].Token)}
+	if fmt.Sprint(batchSaves) != fmt.Sprint(want) {
+		t.Errorf("batch checkpoints %q, want after events 2, 4 and 5: %q", batchSaves, want)
+	}
+}
+
+// recordingFeed records every event its streams deliver.
+type recordingFeed struct {
+	watch.Feed
+	events *[]watch.Event
+}
+
+func (f *recordingFeed) Open(ctx context.Context, at watch.Position) (watch.Stream, error) {
+	s, err := f.Feed.Open(ctx, at)
+	if err != nil {
+		return nil, err
+	}
+	return &recordingStream{Stream: s, events: f.events}, nil
+}
+
+type recordingStream struct {
+	watch.Stream
+	events *[]watch.Event
+}
+
+func (s *recordingStream) Next(ctx context.Context) (watch.Event, bool, error) {
+	ev, ok, err := s.Stream.Next(ctx)
+	if ok && err == nil {
+		*s.events = append(*s.events, ev)
+	}
+	return ev, ok, err
+}
