@@ -17,8 +17,10 @@ import (
 
 	"github.com/normal-oj/noj-materializer/internal/reference"
 	"github.com/normal-oj/noj-materializer/materialize"
+	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 	"github.com/normal-oj/noj-materializer/memstore"
 	"github.com/normal-oj/noj-materializer/watch"
+	"github.com/rs/zerolog"
 )
 
 // TestDecodeEventFields: the cluster time, the operation, the namespace,
@@ -325,5 +327,111 @@ func TestLeaderDoRenewsAndReleases(t *testing.T) {
 	b := newLeader(st, g, "b", clk)
 	if err := b.Do(context.Background(), func(context.Context, *watch.Engine) error { return nil }); err != nil {
 		t.Errorf("b right after a released: %v", err)
+	}
+}
+
+// TestResetOfKeysNoProblemRenders: an entry under a key no problem id
+// renders to ("01") is reset to the start value when its student's part of
+// the homework changes, whether or not the batch also recomputes users.
+func TestResetOfKeysNoProblemRenders(t *testing.T) {
+	for _, withUser := range []bool{false, true} {
+		t.Run(fmt.Sprintf("with a user key %v", withUser), func(t *testing.T) {
+			f := newFixture(t)
+			drain(t, f.st)
+			drain(t, f.st)
+			doc := f.st.Get(materialize.CollHomework, f.hw)
+			garbage := mtest.D("score", int32(5), "problemStatus", int32(0), "submissionIds", bson.A{"x"})
+			ss := mtest.D(fxUser, mtest.D("7", mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})),
+				"bob", mtest.D("01", garbage))
+			must(f.st.Update(materialize.CollHomework, setFields(doc, "studentStatus", ss), []string{"studentStatus.bob"}))
+			if withUser {
+				must(f.st.Insert(materialize.CollUser, mtest.Raw("_id", "carol", "submission", int32(3), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+			}
+			eng := newEngine(f.st)
+			eng.Config.BatchSize = 64
+			if err := eng.Drain(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			checkConverged(t, f.st, "after bob's garbage entry appeared")
+		})
+	}
+}
+
+// TestIfSubmittedPairWithExtraHomework: one batch holds a problem change
+// (its pairs matter only with a submission) and a tampered entry of the
+// same pair with no submission: the tampered entry is still reset.
+func TestIfSubmittedPairWithExtraHomework(t *testing.T) {
+	f := newFixture(t)
+	drain(t, f.st)
+	drain(t, f.st)
+	doc := f.st.Get(materialize.CollHomework, f.hw)
+	patched, _, err := materialize.PatchHomework(doc, map[string]map[string]materialize.Entry{fxUser: {"7": {Score: 999, SubmissionIDs: []string{"dup"}}}})
+	must(err)
+	must(f.st.Update(materialize.CollHomework, patched, []string{"studentStatus." + fxUser + ".7.score"}))
+	p := f.st.Get(materialize.CollProblem, int32(fxProblem))
+	must(f.st.Update(materialize.CollProblem, setFields(p, "problemName", "renamed", "homeworks", bson.A{f.hw}), []string{"homeworks", "problemName"}))
+	eng := newEngine(f.st)
+	eng.Config.BatchSize = 64
+	if err := eng.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkConverged(t, f.st, "after a tamper and a problem change in one batch")
+}
+
+// TestLeaderRun: Run campaigns; the holder streams, a second instance
+// stands by; when the holder shuts down it releases the lease and the
+// standby takes over at once with a new epoch, its checkpoints carrying it.
+func TestLeaderRun(t *testing.T) {
+	st := memstore.New()
+	must(st.Load(materialize.CollUser, mtest.Raw("_id", "alice", "submission", int32(4), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	g := &gatedLeases{LeaseStore: st}
+	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	run := func(l *watch.Leader) (context.CancelFunc, chan error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx) }()
+		return cancel, done
+	}
+	a := newLeader(st, g, "a", clk)
+	a.NewEngine = func(epoch int64) *watch.Engine {
+		return &watch.Engine{Store: st, Feed: st, Checkpoints: st, Log: zerolog.Nop(), Now: clk.Now,
+			Config: watch.Config{Epoch: epoch, Owner: "a", IdlePause: time.Millisecond}}
+	}
+	stopA, doneA := run(a)
+	eventually(t, "a streaming", func() bool {
+		cp, ok, _ := st.LoadCheckpoint(context.Background())
+		return ok && cp.Epoch == 1 && cp.Owner == "a"
+	})
+	b := newLeader(st, g, "b", clk)
+	b.NewEngine = func(epoch int64) *watch.Engine {
+		return &watch.Engine{Store: st, Feed: st, Checkpoints: st, Log: zerolog.Nop(), Now: clk.Now,
+			Config: watch.Config{Epoch: epoch, Owner: "b", IdlePause: time.Millisecond}}
+	}
+	stopB, doneB := run(b)
+	defer stopB()
+	waitTicks(t, g, 3)
+	if l, _, _ := st.Current(context.Background()); l.Owner != "a" || l.Epoch != 1 {
+		t.Fatalf("lease %+v while a runs, want a's epoch 1", l)
+	}
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("a's Run: %v", err)
+	}
+	eventually(t, "b taking over", func() bool {
+		l, _, _ := st.Current(context.Background())
+		return l.Owner == "b" && l.Epoch == 2
+	})
+	must(st.Insert(materialize.CollUser, mtest.Raw("_id", "zed", "submission", int32(2), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	eventually(t, "b streaming", func() bool {
+		cp, ok, _ := st.LoadCheckpoint(context.Background())
+		return ok && cp.Epoch == 2 && cp.Owner == "b"
+	})
+	checkConverged(t, st, "after b processed an event")
+	stopB()
+	if err := <-doneB; err != nil {
+		t.Fatalf("b's Run: %v", err)
+	}
+	if l, _, _ := st.Current(context.Background()); !l.Expires.IsZero() {
+		t.Errorf("lease after b shut down: %+v, want released", l)
 	}
 }
