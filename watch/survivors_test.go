@@ -332,18 +332,19 @@ func TestLeaderDoRenewsAndReleases(t *testing.T) {
 
 // TestResetOfKeysNoProblemRenders: an entry under a key no problem id
 // renders to ("01") is reset to the start value when its student's part of
-// the homework changes, whether or not the batch also recomputes users.
+// the homework changes, in a homework no problem lists (the batch then has
+// no pair to recompute), whether or not it also recomputes a user.
 func TestResetOfKeysNoProblemRenders(t *testing.T) {
 	for _, withUser := range []bool{false, true} {
 		t.Run(fmt.Sprintf("with a user key %v", withUser), func(t *testing.T) {
 			f := newFixture(t)
+			orphan := bson.ObjectID{11: 0xb2}
+			must(f.st.Load(materialize.CollHomework, mtest.Raw("_id", orphan, "studentStatus", mtest.D())))
 			drain(t, f.st)
 			drain(t, f.st)
-			doc := f.st.Get(materialize.CollHomework, f.hw)
 			garbage := mtest.D("score", int32(5), "problemStatus", int32(0), "submissionIds", bson.A{"x"})
-			ss := mtest.D(fxUser, mtest.D("7", mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})),
-				"bob", mtest.D("01", garbage))
-			must(f.st.Update(materialize.CollHomework, setFields(doc, "studentStatus", ss), []string{"studentStatus.bob"}))
+			doc := f.st.Get(materialize.CollHomework, orphan)
+			must(f.st.Update(materialize.CollHomework, setFields(doc, "studentStatus", mtest.D("bob", mtest.D("01", garbage))), []string{"studentStatus.bob"}))
 			if withUser {
 				must(f.st.Insert(materialize.CollUser, mtest.Raw("_id", "carol", "submission", int32(3), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
 			}
@@ -357,25 +358,34 @@ func TestResetOfKeysNoProblemRenders(t *testing.T) {
 	}
 }
 
-// TestIfSubmittedPairWithExtraHomework: one batch holds a problem change
-// (its pairs matter only with a submission) and a tampered entry of the
-// same pair with no submission: the tampered entry is still reset.
+// TestIfSubmittedPairWithExtraHomework: a change to alice's part of
+// homework H makes (alice, 7) dirty only if she submitted to problem 7
+// (H is listed by 7, but alice has no entry for 7 in H); the same batch
+// changes problem 7, which finds her entry for 7 in H2, stale. She has no
+// submission of 7, yet that entry must still be reset.
 func TestIfSubmittedPairWithExtraHomework(t *testing.T) {
-	f := newFixture(t)
-	drain(t, f.st)
-	drain(t, f.st)
-	doc := f.st.Get(materialize.CollHomework, f.hw)
-	patched, _, err := materialize.PatchHomework(doc, map[string]map[string]materialize.Entry{fxUser: {"7": {Score: 999, SubmissionIDs: []string{"dup"}}}})
-	must(err)
-	must(f.st.Update(materialize.CollHomework, patched, []string{"studentStatus." + fxUser + ".7.score"}))
-	p := f.st.Get(materialize.CollProblem, int32(fxProblem))
-	must(f.st.Update(materialize.CollProblem, setFields(p, "problemName", "renamed", "homeworks", bson.A{f.hw}), []string{"homeworks", "problemName"}))
-	eng := newEngine(f.st)
+	st := memstore.New()
+	h, h2 := bson.ObjectID{11: 0xa1}, bson.ObjectID{11: 0xa2}
+	start := mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})
+	must(st.Load(materialize.CollUser, mtest.Raw("_id", "alice", "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	must(st.Load(materialize.CollProblem, mtest.Raw("_id", int32(7), "homeworks", bson.A{h, h2}), mtest.Raw("_id", int32(8), "homeworks", bson.A{h})))
+	must(st.Load(materialize.CollHomework, mtest.Raw("_id", h, "studentStatus", mtest.D("alice", mtest.D("8", start))),
+		mtest.Raw("_id", h2, "studentStatus", mtest.D("alice", mtest.D("7", start)))))
+	drain(t, st)
+	drain(t, st)
+	// A stale entry that no event announces (written before the daemon ran).
+	must(st.Load(materialize.CollHomework, mtest.Raw("_id", h2, "studentStatus", mtest.D("alice", mtest.D("7",
+		mtest.D("score", int32(999), "problemStatus", int32(0), "submissionIds", bson.A{"dup"}))))))
+	doc := st.Get(materialize.CollHomework, h)
+	must(st.Update(materialize.CollHomework, doc, []string{"studentStatus.alice"}))
+	p := st.Get(materialize.CollProblem, int32(7))
+	must(st.Update(materialize.CollProblem, p, []string{"homeworks"}))
+	eng := newEngine(st)
 	eng.Config.BatchSize = 64
 	if err := eng.Drain(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	checkConverged(t, f.st, "after a tamper and a problem change in one batch")
+	checkConverged(t, st, "after alice's part of H and problem 7 changed in one batch")
 }
 
 // TestLeaderRun: Run campaigns; the holder streams, a second instance
