@@ -2,6 +2,7 @@ package materialize_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -31,6 +32,41 @@ func TestDecodeSubmissionCorrupt(t *testing.T) {
 		}
 		if de.Field != "(document)" {
 			t.Errorf("DecodeSubmission(% x): field %q, want the whole document", []byte(doc), de.Field)
+		}
+	}
+}
+
+// TestIntValue: int32, int64 and doubles holding a whole value in int64
+// range are integers (-2^63 included, 2^63 not); fractions, NaN,
+// infinities and other types are not.
+func TestIntValue(t *testing.T) {
+	cases := []struct {
+		v    any
+		want int64
+		ok   bool
+	}{
+		{int32(-5), -5, true},
+		{int64(math.MaxInt64), math.MaxInt64, true},
+		{3.0, 3, true},
+		{math.Copysign(0, -1), 0, true},
+		{-9223372036854775808.0, math.MinInt64, true},
+		{9223372036854775808.0, 0, false},
+		{-9223372036854777856.0, 0, false}, // the next double below -2^63
+		{2.5, 0, false},
+		{math.NaN(), 0, false},
+		{math.Inf(1), 0, false},
+		{math.Inf(-1), 0, false},
+		{"3", 0, false},
+		{true, 0, false},
+	}
+	for _, c := range cases {
+		typ, data, err := bson.MarshalValue(c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := materialize.IntValue(bson.RawValue{Type: typ, Value: data})
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("IntValue(%v %T) = %d, %v; want %d, %v", c.v, c.v, got, ok, c.want, c.ok)
 		}
 	}
 }
