@@ -445,3 +445,69 @@ func TestLeaderRun(t *testing.T) {
 		t.Errorf("lease after b shut down: %+v, want released", l)
 	}
 }
+
+// brokenFeed fails every Open with an error no retry can fix.
+type brokenFeed struct{}
+
+var errBrokenFeed = errors.New("not authorized on normal-oj to execute command aggregate")
+
+func (brokenFeed) Open(context.Context, watch.Position) (watch.Stream, error) { return nil, errBrokenFeed }
+
+// TestLeaderRunLosesAndCampaigns: Run renews every TTL/3; when another
+// instance takes the lease, Run ends the term and stands by instead of
+// returning, then wins the lease back (a new epoch) once it is free; an
+// engine error no retry can fix ends Run with that error.
+func TestLeaderRunLosesAndCampaigns(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	g := &gatedLeases{LeaseStore: st}
+	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	a := newLeader(st, g, "a", clk)
+	a.NewEngine = func(epoch int64) *watch.Engine {
+		return &watch.Engine{Store: st, Feed: st, Checkpoints: st, Log: zerolog.Nop(), Now: clk.Now,
+			Config: watch.Config{Epoch: epoch, Owner: "a", IdlePause: time.Millisecond}}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	eventually(t, "a holding the lease", func() bool { l, _, _ := st.Current(ctx); return l.Owner == "a" && l.Epoch == 1 })
+	before := g.callsSoFar()
+	time.Sleep(10 * ldTTL)
+	if n := g.callsSoFar() - before; n < 12 {
+		t.Errorf("%d renewals in %s with a TTL of %s, want one every TTL/3", n, 10*ldTTL, ldTTL)
+	}
+	g.hold(func() {
+		if _, ok, err := st.Acquire(ctx, "b", ldTTL, clk.Now().Add(10*ldTTL)); err != nil || !ok {
+			t.Errorf("b's takeover: %v %v", ok, err)
+		}
+	})
+	waitTicks(t, g, 3) // a sees b's lease and stands by
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) after losing the lease; it must stand by", err)
+	default:
+	}
+	g.hold(func() { must(st.Release(ctx, "b", 2)) })
+	eventually(t, "a winning the lease back", func() bool { l, _, _ := st.Current(ctx); return l.Owner == "a" && l.Epoch == 3 })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after shutdown: %v", err)
+	}
+
+	c := newLeader(st, g, "c", clk)
+	c.NewEngine = func(epoch int64) *watch.Engine {
+		return &watch.Engine{Store: st, Feed: brokenFeed{}, Checkpoints: st, Log: zerolog.Nop(), Now: clk.Now,
+			Config: watch.Config{Epoch: epoch, Owner: "c"}}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, errBrokenFeed) {
+			t.Errorf("Run with a broken feed: %v, want its error", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run did not return the engine's error")
+	}
+}
