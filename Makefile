@@ -48,7 +48,7 @@ REQUIRE_PROMTOOL ?=
 export CGO_ENABLED := 1
 
 .PHONY: help build test test-integration lint vet staticcheck fuzz bench bench-integration \
-        up down logs docker-build compose-config clean
+        up down logs docker-build compose-config clean mutate
 
 help: ## List the targets
 	@echo "Usage: make <target> [VAR=value]"
@@ -94,6 +94,26 @@ bench-integration: ## End-to-end benchmarks: need MATERIALIZER_TEST_MONGODB_URI 
 	fi
 	MATERIALIZER_TEST_MONGODB_URI="$${MATERIALIZER_TEST_MONGODB_URI:-}" \
 	  $(GO) test -count=1 -run '^$$' -bench Integration -benchmem -timeout 60m $(PKGS)
+
+# Mutation testing with go-gremlins (pinned, fetched through the module proxy;
+# not part of `make test` or CI). One package per run, its own tests only,
+# files of subpackages excluded: `make mutate` (./materialize),
+# `make mutate MUTATE_PKG=./watch` (the simulations run 100 + 50 sequences
+# per mutant), `make mutate MUTATE_PKG=./materialize/penalty`. Each fits in
+# under an hour on 2 cores; see docs/testing.md for scores and survivors.
+# GOFLAGS=-count=1: gremlins times each mutant against its own coverage run,
+# which the test cache would otherwise answer in milliseconds (every mutant
+# then reads TIMED OUT). Don't pass --test-cpu: gremlins v0.6.0 hands it to go test as one argument
+# ("-cpu 1"), every test run then fails and every mutant reads KILLED.
+GREMLINS_VERSION ?= v0.6.0
+GREMLINS    := $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+MUTATE_PKG  ?= ./materialize
+MUTATE_FLAGS ?= --workers 2 --timeout-coefficient 3
+
+mutate: ## Mutation testing of MUTATE_PKG (default ./materialize; also ./watch) with go-gremlins; slow, not in CI
+	GOFLAGS="$${GOFLAGS:-} -count=1" \
+	MATERIALIZER_SIM_RUNS=$${MATERIALIZER_SIM_RUNS:-100} MATERIALIZER_LEASE_SIM_RUNS=$${MATERIALIZER_LEASE_SIM_RUNS:-50} \
+	  $(GREMLINS) unleash $(MUTATE_FLAGS) --exclude-files '/' $(MUTATE_PKG)
 
 docker-build: ## Build the container image noj-materializer:VERSION (needs Docker)
 	@docker info >/dev/null 2>&1 || { echo "make docker-build needs a running Docker engine (docker info fails); see README 'Prerequisites'" >&2; exit 2; }

@@ -31,7 +31,7 @@ func (d *DB) bulk(ctx context.Context, coll *mongo.Collection, what string, mode
 	var rejected []error
 	for chunk := range slices.Chunk(models, writeChunk) {
 		wctx, cancel := d.writeCtx(ctx)
-		_, err := coll.BulkWrite(wctx, chunk, options.BulkWrite().SetOrdered(false))
+		_, err := coll.BulkWrite(wctx, chunk, bulkWriteOptions())
 		cancel()
 		if r, ok := rejectedForGood(err); ok {
 			rejected = append(rejected, r...)
@@ -110,26 +110,17 @@ func (d *DB) Apply(ctx context.Context, w *watch.Writes) error {
 		return nil
 	}
 	var rejected []error
-	if len(w.Users) > 0 {
-		models := make([]mongo.WriteModel, len(w.Users))
-		for i, uw := range w.Users {
-			f, u := userWrite(uw)
-			models[i] = mongo.NewUpdateOneModel().SetFilter(f).SetUpdate(u).SetUpsert(false)
-		}
-		if err := d.bulk(ctx, d.users, "user updates", models); err != nil {
+	userModels, entryModels := applyModels(w)
+	if len(userModels) > 0 {
+		if err := d.bulk(ctx, d.users, "user updates", userModels); err != nil {
 			if !errors.Is(err, watch.ErrWriteRejected) {
 				return fmt.Errorf("apply: %w", err)
 			}
 			rejected = append(rejected, err) // the entries still go
 		}
 	}
-	if len(w.Entries) > 0 {
-		models := make([]mongo.WriteModel, len(w.Entries))
-		for i, ew := range w.Entries {
-			f, u := entryWrite(ew)
-			models[i] = mongo.NewUpdateOneModel().SetFilter(f).SetUpdate(u).SetUpsert(false)
-		}
-		if err := d.bulk(ctx, d.homeworks, "entry updates", models); err != nil {
+	if len(entryModels) > 0 {
+		if err := d.bulk(ctx, d.homeworks, "entry updates", entryModels); err != nil {
 			if !errors.Is(err, watch.ErrWriteRejected) {
 				return fmt.Errorf("apply: %w", err)
 			}
@@ -140,6 +131,32 @@ func (d *DB) Apply(ctx context.Context, w *watch.Writes) error {
 		return fmt.Errorf("apply: %w", errors.Join(rejected...))
 	}
 	return nil
+}
+
+// applyModels builds the update models Apply sends, without a server:
+// one UpdateOneModel per user write (userWrite's filter and $set) and per
+// entry write (entryWrite's), each with upsert false so a document or
+// entry that does not exist is never created.
+func applyModels(w *watch.Writes) (users, entries []mongo.WriteModel) {
+	users = make([]mongo.WriteModel, len(w.Users))
+	for i, uw := range w.Users {
+		f, u := userWrite(uw)
+		users[i] = mongo.NewUpdateOneModel().SetFilter(f).SetUpdate(u).SetUpsert(false)
+	}
+	entries = make([]mongo.WriteModel, len(w.Entries))
+	for i, ew := range w.Entries {
+		f, u := entryWrite(ew)
+		entries[i] = mongo.NewUpdateOneModel().SetFilter(f).SetUpdate(u).SetUpsert(false)
+	}
+	return users, entries
+}
+
+// bulkWriteOptions are the options of every bulk write: unordered, so one
+// refused model does not stop the others (driver:
+// mongo/options/bulkwriteoptions.go:64 SetOrdered; the default is ordered,
+// bulkwriteoptions.go:39).
+func bulkWriteOptions() *options.BulkWriteOptionsBuilder {
+	return options.BulkWrite().SetOrdered(false)
 }
 
 // RecordKeys implements watch.KeyIndex: for each submission, an upsert of

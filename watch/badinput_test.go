@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/internal/reference"
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 	"github.com/normal-oj/noj-materializer/memstore"
@@ -930,6 +931,10 @@ func biDiffConverged(st *memstore.Store) []string {
 				}
 			}
 		}
+	}
+	// The independent reference, written from the spec, must agree.
+	for _, d := range reference.Check(refDB(docs)) {
+		out = append(out, "reference: "+d)
 	}
 	slices.Sort(out)
 	return out

@@ -73,10 +73,10 @@ func TestResumeImpossibleRebuilds(t *testing.T) {
 	}
 }
 
-// failingFeed opens no stream: a fatal (unclassified) error.
-type failingFeed struct{}
+// fatalFeed opens no stream: a fatal (unclassified) error.
+type fatalFeed struct{}
 
-func (failingFeed) Open(context.Context, watch.Position) (watch.Stream, error) {
+func (fatalFeed) Open(context.Context, watch.Position) (watch.Stream, error) {
 	return nil, errors.New("open change stream: (Unauthorized) not authorized on normal-oj to execute command")
 }
 
@@ -87,7 +87,7 @@ func TestLeaderReleasesLeaseOnFatalError(t *testing.T) {
 	st := memstore.New()
 	l := &watch.Leader{Leases: st, Owner: "a", TTL: time.Hour, Log: zerolog.Nop(),
 		NewEngine: func(epoch int64) *watch.Engine {
-			return &watch.Engine{Store: st, Feed: failingFeed{}, Checkpoints: st, Log: zerolog.Nop(),
+			return &watch.Engine{Store: st, Feed: fatalFeed{}, Checkpoints: st, Log: zerolog.Nop(),
 				Config: watch.Config{Epoch: epoch, Owner: "a"}}
 		}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -25,6 +25,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/internal/reference"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/materialize/materializetest"
 )
@@ -664,6 +665,9 @@ func TestDumpVectorRoundTrip(t *testing.T) {
 			if d := materializetest.DiffStored(v, outDocs); len(d) > 0 {
 				t.Errorf("the rebuilt dump differs from expect:\n%s", strings.Join(d, "\n"))
 			}
+			if d := reference.Check(refDB(outDocs)); len(d) > 0 {
+				t.Errorf("the rebuilt dump differs from the reference derivation:\n%s", strings.Join(d, "\n"))
+			}
 			checkOnlyDerivedChanged(t, staleDir, outDir)
 		})
 	}
@@ -1173,6 +1177,9 @@ func TestDumpMissingAndForeignDerivedValues(t *testing.T) {
 	if u, e := independentDrift(t, fixed, v); u+e != 0 {
 		t.Errorf("the output differs from expect in %d users and %d entries", u, e)
 	}
+	if d := reference.Check(refDB(fixed)); len(d) > 0 {
+		t.Errorf("the output differs from the reference derivation:\n%s", strings.Join(d, "\n"))
+	}
 	for i, u := range fixed.Users {
 		if !bytes.Equal(stripUser(t, u), d.Users[i]) {
 			t.Errorf("user %d: non-derived bytes changed", i)
@@ -1318,6 +1325,9 @@ func TestDumpUsernames(t *testing.T) {
 			fixed := readDumpDocs(t, out)
 			if u, e := independentDrift(t, fixed, rv); u+e != 0 {
 				t.Errorf("the output differs from the renamed expectation in %d users and %d entries", u, e)
+			}
+			if d := reference.Check(refDB(fixed)); len(d) > 0 {
+				t.Errorf("the output differs from the reference derivation:\n%s", strings.Join(d, "\n"))
 			}
 			checkOnlyDerivedChanged(t, in, out)
 			if r := runCLI(t, "verify", "--dump", out); r.code != exitOK {
