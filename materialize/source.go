@@ -129,7 +129,8 @@ type Homework struct {
 
 // HasEntry reports whether studentStatus[user][str(problem)] exists.
 func (h *Homework) HasEntry(user string, problem int64) bool {
-	_, ok := h.Students[user][ProblemKey(problem)]
+	var buf [20]byte
+	_, ok := h.Students[user][string(strconv.AppendInt(buf[:0], problem, 10))]
 	return ok
 }
 
@@ -164,7 +165,7 @@ func checkBytes(doc bson.Raw) error {
 	if err := doc.Validate(); err != nil {
 		return err
 	}
-	return scanFields(doc, func(string, bson.RawValue) {})
+	return scanFields(doc, func([]byte, bson.RawValue) {})
 }
 
 // docID renders a document's _id for error messages.
@@ -229,12 +230,21 @@ func objectIDField(coll string, doc bson.Raw) (bson.ObjectID, error) {
 // rebuild decodes every submission), the first occurrence of a key
 // winning as with Lookup.
 func DecodeSubmission(doc bson.Raw) (Submission, error) {
+	return DecodeSubmissionInterned(doc, nil)
+}
+
+// DecodeSubmissionInterned is DecodeSubmission with the user name taken
+// from intern (given the name's bytes, valid only during the call), so a
+// caller reading millions of submissions of a few thousand users can share
+// one string per user instead of allocating one per submission. A nil
+// intern allocates.
+func DecodeSubmissionInterned(doc bson.Raw, intern func([]byte) string) (Submission, error) {
 	const c = CollSubmission
 	var s Submission
 	var id, user, prob, ts, lang, status, score bson.RawValue
-	if err := scanFields(doc, func(key string, v bson.RawValue) {
+	if err := scanFields(doc, func(key []byte, v bson.RawValue) {
 		var slot *bson.RawValue
-		switch key {
+		switch string(key) {
 		case "_id":
 			slot = &id
 		case "user":
@@ -269,8 +279,12 @@ func DecodeSubmission(doc bson.Raw) (Submission, error) {
 	if !present(user) {
 		return s, malformed(c, doc, "user", "missing")
 	}
-	if s.User, ok = user.StringValueOK(); !ok {
+	if name, ok := stringBytes(user); !ok {
 		return s, malformed(c, doc, "user", "want a string, have BSON %s", user.Type)
+	} else if intern != nil {
+		s.User = intern(name)
+	} else {
+		s.User = string(name)
 	}
 	if !present(prob) {
 		return s, malformed(c, doc, "problem", "missing")
@@ -308,9 +322,24 @@ func DecodeSubmission(doc bson.Raw) (Submission, error) {
 	return s, nil
 }
 
+// stringBytes returns the bytes of a BSON string value without copying
+// them, with the checks of bsoncore's readstring (bsoncore.go:743 in
+// mongo-driver v2.10.0), which StringValueOK uses but which allocates.
+func stringBytes(v bson.RawValue) ([]byte, bool) {
+	if v.Type != bson.TypeString {
+		return nil, false
+	}
+	l, rem, ok := bsoncore.ReadLength(v.Value)
+	if !ok || len(v.Value[4:]) < int(l) || l <= 0 {
+		return nil, false
+	}
+	return rem[:l-1], true
+}
+
 // scanFields calls fn for each top-level element of doc, without
-// allocating, or returns an error for a malformed document.
-func scanFields(doc bson.Raw, fn func(key string, v bson.RawValue)) error {
+// allocating (key is valid only during the call), or returns an error for
+// a malformed document.
+func scanFields(doc bson.Raw, fn func(key []byte, v bson.RawValue)) error {
 	length, rem, ok := bsoncore.ReadLength(doc)
 	if !ok || int(length) > len(doc) || length < 5 {
 		return fmt.Errorf("bad document length")
@@ -322,7 +351,7 @@ func scanFields(doc bson.Raw, fn func(key string, v bson.RawValue)) error {
 		if !ok {
 			return fmt.Errorf("bad element")
 		}
-		key, err := el.KeyErr()
+		key, err := el.KeyBytesErr()
 		if err != nil {
 			return err
 		}
