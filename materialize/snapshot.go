@@ -79,7 +79,8 @@ type Builder struct {
 	started bool
 	tally   UserTally
 	done map[string]struct{}
-	// covered maps a user to the problems whose groups emitted entries,
+	// covered maps a user to the problems whose groups emitted entries
+	// (sorted),
 	// so Finish skips a user without any by one lookup per homework user.
 	covered map[string][]int64
 
@@ -111,8 +112,12 @@ func (b *Builder) Group(user string, problem int64, subs []Submission) error {
 	}
 	res := b.d.Pair(user, problem, subs, b.cat.Visited(problem))
 	b.PenaltyErrors += res.PenaltyErrors
-	if len(res.Entries) > 0 && !slices.Contains(b.covered[user], problem) {
-		b.covered[user] = append(b.covered[user], problem)
+	if len(res.Entries) > 0 {
+		// Kept sorted: appended in order when groups come sorted.
+		c := b.covered[user]
+		if i, found := slices.BinarySearch(c, problem); !found {
+			b.covered[user] = slices.Insert(c, i, problem)
+		}
 	}
 	pk := ProblemKey(problem)
 	for _, he := range res.Entries {
@@ -169,7 +174,7 @@ func (b *Builder) Finish(users []string) error {
 // the problems covered of user u.
 func (b *Builder) reached(h *Homework, covered []int64, pk string) bool {
 	p, ok := ParseProblemKey(pk)
-	if !ok || !slices.Contains(covered, p) {
+	if _, found := slices.BinarySearch(covered, p); !ok || !found {
 		return false
 	}
 	return slices.Contains(b.cat.Visited(p), h)
