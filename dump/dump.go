@@ -239,3 +239,169 @@ func Write(dir string, docs map[string][]bson.Raw) error {
 	}
 	return nil
 }
+
+// Missing returns the source collections (Sources) that have no file in
+// the dump: a dump without one of them cannot be checked, since an absent
+// file would read as an empty collection and verify as clean.
+func (d Dir) Missing() []string {
+	var out []string
+	for _, c := range Sources {
+		if _, _, ok := find(d.Path, c); !ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// maxDocument bounds a document's declared length while reading (twice
+// MongoDB's 16 MiB limit, as mongodump files never hold more): a corrupt
+// length is reported instead of allocated.
+const maxDocument = 32 << 20
+
+// Each calls fn with every document of coll in file order, without
+// holding the collection in memory: doc is valid only during the call (a
+// caller keeping it must copy it). Each document is validated; a
+// truncated or corrupt file is an error naming the file and the document's
+// offset. A missing collection file calls fn for nothing.
+func (d Dir) Each(coll string, fn func(doc bson.Raw) error) error {
+	p, gz, ok := find(d.Path, coll)
+	if !ok {
+		return nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("read dump: %w", err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if gz {
+		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 256<<10))
+		if err != nil {
+			return fmt.Errorf("read dump %s: %w", p, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	br := bufio.NewReaderSize(r, 1<<20)
+	buf := make([]byte, 0, 64<<10)
+	var off int64
+	for {
+		var head [4]byte
+		n, err := io.ReadFull(br, head[:])
+		if n == 0 && errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read dump %s: document at byte %d: truncated length: %w", p, off, err)
+		}
+		size := int(int32(uint32(head[0]) | uint32(head[1])<<8 | uint32(head[2])<<16 | uint32(head[3])<<24))
+		if size < 5 || size > maxDocument {
+			return fmt.Errorf("read dump %s: document at byte %d: invalid length %d", p, off, size)
+		}
+		if cap(buf) < size {
+			buf = make([]byte, 0, size)
+		}
+		buf = append(buf[:0], head[:]...)
+		buf = buf[:size]
+		if _, err := io.ReadFull(br, buf[4:]); err != nil {
+			return fmt.Errorf("read dump %s: document at byte %d: truncated document: %w", p, off, err)
+		}
+		doc := bson.Raw(buf)
+		if err := doc.Validate(); err != nil {
+			return fmt.Errorf("read dump %s: document at byte %d: %w", p, off, err)
+		}
+		if err := fn(doc); err != nil {
+			return err
+		}
+		off += int64(size)
+	}
+}
+
+// Rewrite produces the documents of a rewritten collection file: it calls
+// emit once per document, in order.
+type Rewrite func(emit func(doc []byte) error) error
+
+// CopyTo writes a corrected copy of the dump into the existing empty
+// directory out, in the same layout: every file under d.Root (other
+// databases, metadata, oplog.bson) is copied byte for byte, except the
+// BSON files of the collections in rewrite in the database directory,
+// whose documents come from rewrite (in the same compression). Callers
+// write into a temporary directory and rename it into place, so that a
+// failure leaves no partial output.
+func (d Dir) CopyTo(out string, rewrite map[string]Rewrite) error {
+	root := d.Root
+	if root == "" {
+		root = d.Path
+	}
+	outAbs, err := filepath.Abs(out)
+	if err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	}
+	return filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("read dump: %w", err)
+		}
+		if abs, _ := filepath.Abs(path); abs == outAbs {
+			return fs.SkipDir
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(out, rel)
+		if e.IsDir() {
+			if rel == "." {
+				return nil
+			}
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return fmt.Errorf("write dump: %w", err)
+			}
+			return nil
+		}
+		name := e.Name()
+		if filepath.Dir(path) == filepath.Clean(d.Path) {
+			coll := strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".bson")
+			rw, ok := rewrite[coll]
+			if ok && (strings.HasSuffix(name, ".bson") || strings.HasSuffix(name, ".bson.gz")) {
+				return writeBSONFunc(dst, strings.HasSuffix(name, ".gz"), rw)
+			}
+		}
+		return copyFile(path, dst)
+	})
+}
+
+func writeBSONFunc(path string, gz bool, rw Rewrite) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("write dump %s: %w", path, cerr)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	var w io.Writer = bw
+	var zw *gzip.Writer
+	if gz {
+		zw = gzip.NewWriter(bw)
+		w = zw
+	}
+	if err := rw(func(doc []byte) error {
+		if _, err := w.Write(doc); err != nil {
+			return fmt.Errorf("write dump %s: %w", path, err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return fmt.Errorf("write dump %s: %w", path, err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write dump %s: %w", path, err)
+	}
+	return nil
+}

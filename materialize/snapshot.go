@@ -78,7 +78,7 @@ type Builder struct {
 	user    string
 	started bool
 	tally   UserTally
-	done map[string]struct{}
+	done    map[string]struct{}
 	// covered maps a user to the problems whose groups emitted entries
 	// (sorted),
 	// so Finish skips a user without any by one lookup per homework user.

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -13,40 +15,58 @@ import (
 
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/materialize"
-	"github.com/normal-oj/noj-materializer/memstore"
+	"github.com/normal-oj/noj-materializer/offline"
+	"github.com/normal-oj/noj-materializer/progress"
 	"github.com/normal-oj/noj-materializer/resume"
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
 func cmdRebuild(ctx context.Context, env *environment, args []string) error {
-	fs := newFlags(env, "rebuild", "[--dry-run] [--max-diffs N] [--dump DIR --out OUT]", `Recompute every user's counts and every studentStatus entry from the source
+	fs := newFlags(env, "rebuild", "[--dry-run] [--max-diffs N] [--quiet] [--dump DIR --out OUT]", `Recompute every user's counts and every studentStatus entry from the source
 documents, write the values that differ, record each submission's (user,
 problem) in the key index, and save a checkpoint at the cluster time read
 before the scan, so a following 'run' misses nothing. Then exit 0.
 
 Offline: --dump DIR reads a mongodump directory (DIR/<database>/ or DIR
-itself) and --out OUT writes a corrected copy in the same layout; only the
-derived fields change, every other byte is copied. Reads submissions once,
-sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
+itself; all four collections must be there) and --out OUT writes a
+corrected copy in the same layout; only the derived fields change, every
+other byte is copied. OUT must be absent or empty and outside DIR; the copy
+is written beside it and renamed into place at the end. A corrected
+homework over MongoDB's 16 MiB limit fails the command (exit 1).
+Progress goes to stderr every few seconds on long work (--quiet: none).`)
 	dryRun := fs.Bool("dry-run", false, "report what would change; write nothing")
 	dumpDir := fs.String("dump", "", "mongodump directory to read instead of MongoDB")
-	out := fs.String("out", "", "with --dump: directory to write the corrected dump to (must be empty or absent)")
+	out := fs.String("out", "", "with --dump: directory to write the corrected dump to (must be empty or absent, outside --dump)")
 	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
+	quiet := fs.Bool("quiet", false, "no progress reports on stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *dumpDir == "" && *out != "" {
+	isOffline, err := dumpFlag(fs, *dumpDir)
+	if err != nil {
+		return err
+	}
+	if !isOffline && *out != "" {
 		return &configError{"--out needs --dump"}
 	}
-	if *dumpDir != "" && *out == "" && !*dryRun {
+	if isOffline && *out == "" && !*dryRun {
 		return &configError{"--dump needs --out (or --dry-run)"}
 	}
-	if *out != "" {
-		if err := emptyOrAbsent(*out); err != nil {
+	opts := watch.RebuildOptions{DryRun: *dryRun, MaxDiffs: *maxDiffs}
+	if isOffline {
+		cfg, err := loadOfflineConfig()
+		if err != nil {
 			return err
 		}
+		if _, err := newLogger(env, cfg); err != nil {
+			return err
+		}
+		if opts.DryRun {
+			*out = ""
+		}
+		return runOffline(ctx, env, cfg, *dumpDir, *out, *maxDiffs, *quiet, "rebuild")
 	}
-	cfg, err := loadConfig(*dumpDir == "")
+	cfg, err := loadConfig(true)
 	if err != nil {
 		return err
 	}
@@ -54,17 +74,14 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 	if err != nil {
 		return err
 	}
-	opts := watch.RebuildOptions{DryRun: *dryRun, MaxDiffs: *maxDiffs}
-	if *dumpDir != "" {
-		return rebuildDump(ctx, env, cfg, *dumpDir, *out, opts)
-	}
-
 	db, err := openMongo(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer closeMongo(db, log)
+	progressSink := textProgress(env, "rebuild", *quiet)
 	if opts.DryRun {
+		opts.Progress = progress.New(progressSink, nil, env.every(), 0)
 		rep, err := watch.Rebuild(ctx, db, materialize.NewDeriver(), opts)
 		if err != nil {
 			return err
@@ -76,7 +93,7 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 	// while it runs, writes guarded): it must not race a running sidecar.
 	leader := &watch.Leader{Leases: db, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL, Log: log,
 		NewEngine: func(epoch int64) *watch.Engine {
-			return &watch.Engine{Store: db, Feed: db, Checkpoints: db, Log: log,
+			return &watch.Engine{Store: db, Feed: db, Checkpoints: db, Log: log, Progress: progressSink,
 				Config: watch.Config{Epoch: epoch, Owner: cfg.InstanceID}}
 		}}
 	var rep *watch.RebuildReport
@@ -93,63 +110,128 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 	}
 	printReport(env.stdout, rep, "written")
 	fmt.Fprintf(env.stdout, "checkpoint: start at cluster time %d.%d\n", rep.StartAt.T, rep.StartAt.I)
-	return nil
+	return rejectedWrites(rep)
 }
 
-// loadDump reads a mongodump directory into an in-memory store.
-func loadDump(dir, database string) (dump.Dir, *memstore.Store, error) {
-	d, err := dump.Resolve(dir, database)
-	if err != nil {
-		return d, nil, &configError{err.Error()}
+// progressEvery is how often rebuild and verify report progress.
+const progressEvery = 5 * time.Second
+
+func (env *environment) every() time.Duration {
+	if env.progressEvery > 0 {
+		return env.progressEvery
 	}
-	st := memstore.New()
-	for _, coll := range dump.Sources {
-		docs, err := d.Read(coll)
-		if err != nil {
-			return d, nil, err
-		}
-		if err := st.Load(coll, docs...); err != nil {
-			return d, nil, fmt.Errorf("load dump: %w", err)
-		}
-	}
-	return d, st, nil
+	return progressEvery
 }
 
-func rebuildDump(ctx context.Context, env *environment, cfg *Config, dir, out string, opts watch.RebuildOptions) error {
-	d, st, err := loadDump(dir, cfg.Database)
-	if err != nil {
-		return err
+// textProgress returns the progress sink of a command: lines on stderr,
+// or nothing with --quiet.
+func textProgress(env *environment, what string, quiet bool) progress.Sink {
+	if quiet {
+		return func(progress.Status) {}
 	}
-	rep, err := watch.Rebuild(ctx, st, materialize.NewDeriver(), opts)
-	if err != nil {
-		return err
-	}
-	if opts.DryRun {
-		printReport(env.stdout, rep, "would change")
+	return progress.Text(env.stderr, what)
+}
+
+// rejectedWrites fails a rebuild some of whose writes the server refused
+// for good (a homework grown past 16 MiB, a validator): the values were
+// counted and logged, but the database is not repaired.
+func rejectedWrites(rep *watch.RebuildReport) error {
+	if rep.Rejected == 0 {
 		return nil
 	}
-	docs := map[string][]bson.Raw{
-		materialize.CollUser:     st.Collection(materialize.CollUser),
-		materialize.CollHomework: st.Collection(materialize.CollHomework),
+	msg := fmt.Sprintf("%d bulk writes refused by the server; the database is not fully repaired", rep.Rejected)
+	for _, r := range rep.RejectedErrors {
+		msg += "\n  " + r
 	}
-	if err := d.Copy(out, docs); err != nil {
+	return errors.New(msg)
+}
+
+// dumpFlag reports whether --dump was given, refusing an empty value (an
+// unset shell variable must not turn an offline command into an online one).
+func dumpFlag(fs *flag.FlagSet, dir string) (bool, error) {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "dump" })
+	if set && dir == "" {
+		return false, &configError{"--dump is empty (an unset variable?); give a mongodump directory, or leave --dump out to use MongoDB"}
+	}
+	return set, nil
+}
+
+// runOffline verifies a dump (out empty) or writes its corrected copy.
+func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out string, maxDiffs int, quiet bool, what string) error {
+	d, err := dump.Resolve(dir, cfg.Database)
+	if err != nil {
+		return &configError{err.Error()}
+	}
+	if missing := d.Missing(); len(missing) > 0 {
+		return &configError{fmt.Sprintf("dump %s has no %s: a dump must hold all of %s (a missing one would verify as empty)",
+			d.Path, strings.Join(dotBSON(missing), ", "), strings.Join(dotBSON(dump.Sources), ", "))}
+	}
+	if out != "" {
+		if err := offline.CheckOut(d, out); err != nil {
+			return &configError{err.Error()}
+		}
+	}
+	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
+	rep, err := offline.Run(ctx, d, offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog})
+	prog.Finish()
+	verb := "drifted"
+	switch {
+	case what == "rebuild" && out == "":
+		verb = "would change"
+	case what == "rebuild":
+		verb = "corrected"
+	}
+	if rep != nil {
+		printReport(env.stdout, rep, verb)
+	}
+	if err != nil {
 		return err
 	}
-	printReport(env.stdout, rep, "corrected")
-	fmt.Fprintf(env.stdout, "wrote %s\n", out)
+	if out != "" {
+		fmt.Fprintf(env.stdout, "wrote %s\n", out)
+	}
+	if what == "verify" && rep.Drift() > 0 {
+		return errDrift
+	}
 	return nil
+}
+
+func dotBSON(colls []string) []string {
+	out := make([]string, len(colls))
+	for i, c := range colls {
+		out[i] = c + ".bson"
+	}
+	return out
 }
 
 func cmdVerify(ctx context.Context, env *environment, args []string) error {
-	fs := newFlags(env, "verify", "[--dump DIR] [--max-diffs N]", `Recompute every derived value and compare it with what is stored. Prints the
+	fs := newFlags(env, "verify", "[--dump DIR] [--max-diffs N] [--quiet]", `Recompute every derived value and compare it with what is stored. Prints the
 number of drifted users and entries and the first differences. Writes
-nothing. Exit status 1 when anything drifted, 0 when clean.`)
+nothing. Exit status 1 when anything drifted (or, with --dump, when a
+corrected homework would exceed MongoDB's 16 MiB limit), 0 when clean.
+Progress goes to stderr every few seconds on long work (--quiet: none).`)
 	dumpDir := fs.String("dump", "", "mongodump directory to check instead of MongoDB")
 	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
+	quiet := fs.Bool("quiet", false, "no progress reports on stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*dumpDir == "")
+	isOffline, err := dumpFlag(fs, *dumpDir)
+	if err != nil {
+		return err
+	}
+	if isOffline {
+		cfg, err := loadOfflineConfig()
+		if err != nil {
+			return err
+		}
+		if _, err := newLogger(env, cfg); err != nil {
+			return err
+		}
+		return runOffline(ctx, env, cfg, *dumpDir, "", *maxDiffs, *quiet, "verify")
+	}
+	cfg, err := loadConfig(true)
 	if err != nil {
 		return err
 	}
@@ -157,25 +239,16 @@ nothing. Exit status 1 when anything drifted, 0 when clean.`)
 	if err != nil {
 		return err
 	}
-	opts := watch.RebuildOptions{DryRun: true, MaxDiffs: *maxDiffs}
-	var rep *watch.RebuildReport
-	if *dumpDir != "" {
-		_, st, err := loadDump(*dumpDir, cfg.Database)
-		if err != nil {
-			return err
-		}
-		if rep, err = watch.Rebuild(ctx, st, materialize.NewDeriver(), opts); err != nil {
-			return err
-		}
-	} else {
-		db, err := openMongo(ctx, cfg, zerolog.Nop())
-		if err != nil {
-			return err
-		}
-		defer closeMongo(db, log)
-		if rep, err = watch.Rebuild(ctx, db, materialize.NewDeriver(), opts); err != nil {
-			return err
-		}
+	opts := watch.RebuildOptions{DryRun: true, MaxDiffs: *maxDiffs,
+		Progress: progress.New(textProgress(env, "verify", *quiet), nil, env.every(), 0)}
+	db, err := openMongo(ctx, cfg, zerolog.Nop())
+	if err != nil {
+		return err
+	}
+	defer closeMongo(db, log)
+	rep, err := watch.Rebuild(ctx, db, materialize.NewDeriver(), opts)
+	if err != nil {
+		return err
 	}
 	printReport(env.stdout, rep, "drifted")
 	if rep.Drift() > 0 {

@@ -34,7 +34,11 @@ MATERIALIZER_MONGODB_URI's database, which must hold no Back-End data yet.`)
 	if p.Users < 0 || p.Problems < 0 || p.Homeworks < 0 || p.Submissions < 0 {
 		return &configError{"sizes must not be negative"}
 	}
-	cfg, err := loadConfig(*out == "")
+	load := loadConfig
+	if *out != "" {
+		load = func(bool) (*Config, error) { return loadOfflineConfig() }
+	}
+	cfg, err := load(*out == "")
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,557 @@
+// Package offline verifies and repairs a mongodump directory without a
+// server, streaming the dump instead of loading it into a database
+// emulation: submissions become compact records (interned user ids and only
+// the fields the derivation reads), sorted on compact keys; the derivation
+// is the same materialize.Builder and Deriver as the online rebuild; stored
+// entries are compared in place in their bytes; each homework that drifted
+// is patched once, while the output is written.
+//
+// Memory is the catalog (problems, homework key sets), the raw user and
+// homework documents (they are rewritten), one 56-byte record per
+// submission, and the drifted values.
+package offline
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/progress"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// Options control a Run.
+type Options struct {
+	// Out is the directory to write the corrected dump to; empty for a
+	// verify or a dry run. It must have passed CheckOut.
+	Out string
+	// MaxDiffs is how many differences to keep in the report.
+	MaxDiffs int
+	// Progress counts the documents read and processed (nil: silent).
+	Progress *progress.Reporter
+}
+
+// TooLargeError reports homeworks whose corrected document would exceed
+// MongoDB's 16 MiB limit (materialize.MaxDocumentSize): the server would
+// refuse the update and mongorestore the document.
+type TooLargeError struct {
+	Homeworks []Oversized
+}
+
+// Oversized is one homework over the limit and its corrected size in bytes.
+type Oversized struct {
+	ID   bson.ObjectID
+	Size int
+}
+
+func (e *TooLargeError) Error() string {
+	parts := make([]string, 0, len(e.Homeworks))
+	for _, h := range e.Homeworks {
+		parts = append(parts, fmt.Sprintf("homework %s would be %d bytes", h.ID.Hex(), h.Size))
+	}
+	return fmt.Sprintf("%s: over MongoDB's %d-byte (16 MiB) document limit; the server would refuse the update and mongorestore the document",
+		strings.Join(parts, ", "), materialize.MaxDocumentSize)
+}
+
+// CheckOut checks, before any work, that out can receive the corrected
+// copy of dump d: it is not inside the dump (nor the dump itself), not a
+// file, and empty or absent. Errors say which.
+func CheckOut(d dump.Dir, out string) error {
+	outAbs, err := filepath.Abs(out)
+	if err != nil {
+		return fmt.Errorf("--out %s: %w", out, err)
+	}
+	for _, in := range []string{d.Root, d.Path} {
+		if in == "" {
+			continue
+		}
+		inAbs, err := filepath.Abs(in)
+		if err != nil {
+			return fmt.Errorf("--dump %s: %w", in, err)
+		}
+		if rel, err := filepath.Rel(inAbs, outAbs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("--out %s is inside the input dump %s (write the copy elsewhere)", out, in)
+		}
+	}
+	st, err := os.Stat(out)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--out %s: %w", out, err)
+	case !st.IsDir():
+		return fmt.Errorf("--out %s is a file, not a directory", out)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("--out %s: %w", out, err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("--out %s is not empty (refusing to overwrite)", out)
+	}
+	return nil
+}
+
+// record is one submission, compactly: what materialize.Submission holds,
+// with the user as an index into the interned names.
+type record struct {
+	id          bson.ObjectID
+	user        uint32
+	handwritten bool
+	problem     int64
+	timestamp   int64
+	status      int64
+	score       int64
+}
+
+// homework is a homework document and what the comparison and the patch
+// need of it.
+type homework struct {
+	raw bson.Raw
+	// students maps a user to the bytes of its studentStatus document
+	// (the last document-valued one among duplicate keys, as
+	// materialize.DecodeHomework reads key sets).
+	students map[string][]byte
+	// fix maps user+"\x00"+problemKey to the derived value of a drifted
+	// entry.
+	fix  map[string]materialize.Entry
+	grow int // size change of the corrected document, bytes
+}
+
+type user struct {
+	raw    bson.Raw
+	stored watch.StoredUser
+	fix    *materialize.UserStats
+}
+
+// slot is a document in file order and, when it was decoded and is the
+// one its _id names (a later duplicate replaces an earlier one), its state.
+type slot[T any] struct {
+	raw bson.Raw
+	of  *T
+}
+
+// state is one Run's catalog, stored values and results.
+type state struct {
+	opts      Options
+	rep       *watch.RebuildReport
+	cat       *materialize.Catalog
+	homeworks map[bson.ObjectID]*homework
+	hwOrder   []slot[homework] // every homework document in file order
+	users     map[string]*user
+	userOrder []slot[user]
+	names     []string // interned user names
+	ids       map[string]uint32
+	scratch   []byte
+}
+
+// Run verifies dump d (Options.Out empty) or writes its corrected copy to
+// Options.Out: into a temporary sibling directory first, renamed into place
+// at the end, so a failed run leaves nothing that blocks a retry. The
+// report counts what drifted; the error is a *TooLargeError when a
+// corrected homework would exceed 16 MiB (the report is returned too), or
+// a read or write error.
+func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, error) {
+	s := &state{opts: opts, rep: &watch.RebuildReport{}, cat: materialize.NewCatalog(),
+		homeworks: make(map[bson.ObjectID]*homework), users: make(map[string]*user), ids: make(map[string]uint32)}
+	var tmp string
+	if opts.Out != "" {
+		// Created before any work, so an unwritable place fails at once.
+		parent := filepath.Dir(filepath.Clean(opts.Out))
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return nil, fmt.Errorf("--out: %w", err)
+		}
+		var err error
+		if tmp, err = os.MkdirTemp(parent, "."+filepath.Base(opts.Out)+".partial-"); err != nil {
+			return nil, fmt.Errorf("--out: %w", err)
+		}
+		defer func() {
+			if tmp != "" {
+				_ = os.RemoveAll(tmp)
+			}
+		}()
+	}
+	if err := s.readCatalog(ctx, d); err != nil {
+		return nil, err
+	}
+	recs, err := s.readSubmissions(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.derive(ctx, recs); err != nil {
+		return nil, err
+	}
+	if err := s.checkSizes(); err != nil {
+		return s.rep, err
+	}
+	if opts.Out == "" {
+		return s.rep, nil
+	}
+	opts.Progress.Phase("writing")
+	if err := d.CopyTo(tmp, map[string]dump.Rewrite{
+		materialize.CollUser:     s.writeUsers,
+		materialize.CollHomework: s.writeHomeworks,
+	}); err != nil {
+		return s.rep, err
+	}
+	if err := os.Remove(opts.Out); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return s.rep, fmt.Errorf("--out %s: %w", opts.Out, err) // not empty any more: refused
+	}
+	if err := os.Rename(tmp, opts.Out); err != nil {
+		return s.rep, fmt.Errorf("--out: %w", err)
+	}
+	tmp = ""
+	return s.rep, nil
+}
+
+func (s *state) malformed(err error) error {
+	var de *materialize.DecodeError
+	if errors.As(err, &de) {
+		s.rep.Malformed = append(s.rep.Malformed, de)
+		return nil
+	}
+	return err
+}
+
+// readCatalog reads problems, homeworks and users.
+func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
+	p := s.opts.Progress
+	p.Phase("problems")
+	err := d.Each(materialize.CollProblem, func(doc bson.Raw) error {
+		p.Add(1)
+		pr, err := materialize.DecodeProblem(doc)
+		if err != nil {
+			return s.malformed(err)
+		}
+		s.cat.AddProblem(pr)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	p.Phase("homeworks")
+	err = d.Each(materialize.CollHomework, func(doc bson.Raw) error {
+		p.Add(1)
+		raw := bson.Raw(bytes.Clone(doc))
+		h, err := materialize.DecodeHomework(raw)
+		if err != nil {
+			s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw})
+			return s.malformed(err)
+		}
+		s.rep.Malformed = append(s.rep.Malformed, h.Skipped...)
+		s.cat.AddHomework(h)
+		hw := &homework{raw: raw, students: studentDocs(raw)}
+		s.homeworks[h.ID] = hw
+		s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw, of: hw})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	p.Phase("users")
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return d.Each(materialize.CollUser, func(doc bson.Raw) error {
+		p.Add(1)
+		raw := bson.Raw(bytes.Clone(doc))
+		name, err := materialize.DecodeUserID(raw)
+		if err != nil {
+			s.userOrder = append(s.userOrder, slot[user]{raw: raw})
+			return s.malformed(err)
+		}
+		st, ok := materialize.DecodeUserStats(raw)
+		// A later document with the same _id replaces an earlier one, as a
+		// store keyed by _id would.
+		u := &user{raw: raw, stored: watch.StoredUser{Stats: st, OK: ok}}
+		s.users[name] = u
+		s.userOrder = append(s.userOrder, slot[user]{raw: raw, of: u})
+		return nil
+	})
+}
+
+// studentDocs indexes a homework's studentStatus: user → the bytes of its
+// document (later duplicates win; non-document values hold no entries).
+func studentDocs(raw bson.Raw) map[string][]byte {
+	ss, err := raw.LookupErr(materialize.FieldStudentStatus)
+	if err != nil {
+		return nil
+	}
+	ssd, ok := ss.DocumentOK()
+	if !ok {
+		return nil
+	}
+	out := make(map[string][]byte)
+	rem := []byte(ssd)[4 : len(ssd)-1]
+	for len(rem) > 0 {
+		el, next, ok := bsoncore.ReadElement(rem)
+		if !ok {
+			break
+		}
+		rem = next
+		key, err := el.KeyBytesErr()
+		if err != nil || bson.Type(el[0]) != bson.TypeEmbeddedDocument {
+			continue
+		}
+		out[string(key)] = el[len(key)+2:]
+	}
+	return out
+}
+
+// intern returns the index of a user name, adding it the first time.
+func (s *state) intern(name []byte) uint32 {
+	if i, ok := s.ids[string(name)]; ok {
+		return i
+	}
+	i := uint32(len(s.names))
+	n := string(name)
+	s.names = append(s.names, n)
+	s.ids[n] = i
+	return i
+}
+
+// readSubmissions reads every submission into a compact record.
+func (s *state) readSubmissions(ctx context.Context, d dump.Dir) ([]record, error) {
+	p := s.opts.Progress
+	p.Phase("submissions")
+	var recs []record
+	var cur uint32
+	intern := func(b []byte) string {
+		cur = s.intern(b)
+		return s.names[cur]
+	}
+	n := 0
+	err := d.Each(materialize.CollSubmission, func(doc bson.Raw) error {
+		p.Add(1)
+		if n++; n%65536 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		sub, err := materialize.DecodeSubmissionInterned(doc, intern)
+		if err != nil {
+			return s.malformed(err)
+		}
+		recs = append(recs, record{id: sub.ID, user: cur, handwritten: sub.Handwritten, problem: sub.Problem,
+			timestamp: sub.Timestamp, status: sub.Status, score: sub.Score})
+		return nil
+	})
+	return recs, err
+}
+
+// derive sorts the records by (user, problem, timestamp, _id), the order
+// of the online rebuild's scan, and runs the Builder over the groups.
+func (s *state) derive(ctx context.Context, recs []record) error {
+	s.rep.Submissions = len(recs)
+	// Rank users by name so that records sort by the name's order.
+	order := make([]uint32, len(s.names))
+	for i := range order {
+		order[i] = uint32(i)
+	}
+	slices.SortFunc(order, func(a, b uint32) int { return strings.Compare(s.names[a], s.names[b]) })
+	rank := make([]uint32, len(s.names))
+	for r, i := range order {
+		rank[i] = uint32(r)
+	}
+	for i := range recs {
+		recs[i].user = rank[recs[i].user]
+	}
+	slices.SortFunc(recs, func(a, b record) int {
+		if c := cmp.Compare(a.user, b.user); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.problem, b.problem); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.timestamp, b.timestamp); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.id[:], b.id[:])
+	})
+	p := s.opts.Progress
+	p.Phase("deriving")
+	p.SetTotal(p.Done() + int64(len(recs)))
+	b := materialize.NewBuilder(materialize.NewDeriver(), s.cat, s)
+	var group []materialize.Submission
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && recs[j].user == recs[i].user && recs[j].problem == recs[i].problem {
+			j++
+		}
+		name := s.names[order[recs[i].user]]
+		group = group[:0]
+		for _, r := range recs[i:j] {
+			group = append(group, materialize.Submission{ID: r.id, User: name, Problem: r.problem, Handwritten: r.handwritten,
+				Timestamp: r.timestamp, Status: r.status, Score: r.score})
+		}
+		if err := b.Group(name, recs[i].problem, group); err != nil {
+			return err
+		}
+		p.Add(j - i)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		i = j
+	}
+	names := make([]string, 0, len(s.users))
+	for u := range s.users {
+		names = append(names, u)
+	}
+	if err := b.Finish(names); err != nil {
+		return err
+	}
+	s.rep.PenaltyErrors = b.PenaltyErrors
+	return nil
+}
+
+// User implements materialize.Sink: compare with the stored fields.
+func (s *state) User(name string, st materialize.UserStats) error {
+	u, ok := s.users[name]
+	if !ok {
+		return nil // no user document: never create one
+	}
+	s.rep.Users++
+	if u.stored.OK && u.stored.Stats.Equal(st) {
+		return nil
+	}
+	s.rep.DriftedUsers++
+	if len(s.rep.Diffs) < s.opts.MaxDiffs {
+		s.rep.Diffs = append(s.rep.Diffs, watch.UserDiff(name, u.stored, st))
+	}
+	u.fix = &st
+	return nil
+}
+
+// Entry implements materialize.Sink: compare with the stored value in
+// place, and keep a drifted value for the output.
+func (s *state) Entry(h bson.ObjectID, userName, pk string, e materialize.Entry) error {
+	s.rep.Entries++
+	hw := s.homeworks[h]
+	v, ok := lookupEntry(hw.students[userName], pk)
+	if ok && e.MatchesStored(v) {
+		return nil
+	}
+	s.rep.DriftedEntries++
+	if len(s.rep.Diffs) < s.opts.MaxDiffs {
+		s.rep.Diffs = append(s.rep.Diffs, watch.EntryDiff(h, userName, pk, v, ok, e))
+	}
+	if !ok {
+		return nil // no stored entry to replace: never add one
+	}
+	if hw.fix == nil {
+		hw.fix = make(map[string]materialize.Entry)
+	}
+	hw.fix[userName+"\x00"+pk] = e
+	s.scratch = e.AppendBSON(s.scratch[:0])
+	hw.grow += len(s.scratch) - len(v.Value)
+	return nil
+}
+
+// lookupEntry finds problem key pk in a user's studentStatus document
+// (the last occurrence, as a map built from its elements would hold).
+func lookupEntry(doc []byte, pk string) (bson.RawValue, bool) {
+	if len(doc) < 5 {
+		return bson.RawValue{}, false
+	}
+	var out bson.RawValue
+	found := false
+	rem := doc[4 : len(doc)-1]
+	for len(rem) > 0 {
+		el, next, ok := bsoncore.ReadElement(rem)
+		if !ok {
+			break
+		}
+		rem = next
+		key, err := el.KeyBytesErr()
+		if err != nil || string(key) != pk {
+			continue
+		}
+		if cv, err := el.ValueErr(); err == nil {
+			out, found = bson.RawValue{Type: bson.Type(cv.Type), Value: cv.Data}, true
+		}
+	}
+	return out, found
+}
+
+// checkSizes fails when a corrected homework would exceed 16 MiB, naming
+// every such homework and its size.
+func (s *state) checkSizes() error {
+	var over []Oversized
+	for id, hw := range s.homeworks {
+		if size := len(hw.raw) + hw.grow; hw.fix != nil && size > materialize.MaxDocumentSize {
+			over = append(over, Oversized{ID: id, Size: size})
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	slices.SortFunc(over, func(a, b Oversized) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	return &TooLargeError{Homeworks: over}
+}
+
+func (s *state) writeUsers(emit func([]byte) error) error {
+	for _, sl := range s.userOrder {
+		raw, u := sl.raw, sl.of
+		if u == nil || u.fix == nil || s.users[mustName(raw)] != u {
+			if err := emit(raw); err != nil {
+				return err
+			}
+			continue
+		}
+		patched, err := materialize.PatchUser(raw, *u.fix)
+		if err != nil {
+			return err
+		}
+		if err := emit(patched); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *state) writeHomeworks(emit func([]byte) error) error {
+	var buf, key []byte
+	for _, sl := range s.hwOrder {
+		raw, hw := sl.raw, sl.of
+		if hw == nil || hw.fix == nil {
+			if err := emit(raw); err != nil {
+				return err
+			}
+			continue
+		}
+		var err error
+		buf, err = materialize.PatchEntries(buf[:0], raw, func(user, pk []byte) (materialize.Entry, bool) {
+			key = append(append(append(key[:0], user...), 0), pk...)
+			e, ok := hw.fix[string(key)]
+			return e, ok
+		})
+		if err != nil {
+			return err
+		}
+		if len(buf) > materialize.MaxDocumentSize {
+			id, _ := raw.Lookup("_id").ObjectIDOK()
+			return &TooLargeError{Homeworks: []Oversized{{ID: id, Size: len(buf)}}}
+		}
+		if err := emit(buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mustName is the _id of a user document that decoded before.
+func mustName(raw bson.Raw) string {
+	name, _ := materialize.DecodeUserID(raw)
+	return name
+}
