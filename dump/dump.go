@@ -405,3 +405,55 @@ func writeBSONFunc(path string, gz bool, rw Rewrite) (err error) {
 	}
 	return nil
 }
+
+// WriteStream creates a dump directory holding the collections colls as
+// plain .bson files with minimal .metadata.json files, their documents
+// coming from gen (any order across collections; a document of another
+// collection is an error), without holding them in memory. dir must not
+// exist or be empty.
+func WriteStream(dir string, colls []string, gen func(emit func(coll string, doc bson.Raw) error) error) (err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	}
+	if entries, err := os.ReadDir(dir); err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	} else if len(entries) > 0 {
+		return fmt.Errorf("write dump: %s is not empty (refusing to overwrite)", dir)
+	}
+	type file struct {
+		f *os.File
+		w *bufio.Writer
+	}
+	files := make(map[string]*file, len(colls))
+	defer func() {
+		for _, f := range files {
+			if ferr := f.w.Flush(); err == nil && ferr != nil {
+				err = fmt.Errorf("write dump: %w", ferr)
+			}
+			if cerr := f.f.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("write dump: %w", cerr)
+			}
+		}
+	}()
+	for _, coll := range colls {
+		f, err := os.Create(filepath.Join(dir, coll+".bson"))
+		if err != nil {
+			return fmt.Errorf("write dump: %w", err)
+		}
+		files[coll] = &file{f: f, w: bufio.NewWriterSize(f, 1<<20)}
+		meta := fmt.Sprintf(`{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id":{"$numberInt":"1"}},"name":"_id_"}],"uuid":"","collectionName":%q,"type":"collection"}`, coll)
+		if err := os.WriteFile(filepath.Join(dir, coll+".metadata.json"), []byte(meta), 0o644); err != nil {
+			return fmt.Errorf("write dump: %w", err)
+		}
+	}
+	return gen(func(coll string, doc bson.Raw) error {
+		f, ok := files[coll]
+		if !ok {
+			return fmt.Errorf("write dump: unexpected collection %q", coll)
+		}
+		if _, err := f.w.Write(doc); err != nil {
+			return fmt.Errorf("write dump %s: %w", coll, err)
+		}
+		return nil
+	})
+}
