@@ -259,11 +259,16 @@ func (d Dir) Missing() []string {
 const maxDocument = 32 << 20
 
 // Each calls fn with every document of coll in file order, without
-// holding the collection in memory: doc is valid only during the call (a
-// caller keeping it must copy it). Each document is validated; a
-// truncated or corrupt file is an error naming the file and the document's
-// offset. A missing collection file calls fn for nothing.
-func (d Dir) Each(coll string, fn func(doc bson.Raw) error) error {
+// holding the collection in memory: doc points into a read buffer and is
+// valid only during the call (a caller keeping it must copy it). Every
+// document's framing is checked (its length within the file, its
+// terminator); with deep, the whole document is validated too, as
+// bson.Raw.Validate does. A caller passing deep=false must check the
+// elements it reads itself (materialize.DecodeSubmission checks every
+// top-level element). A truncated or corrupt file is an error naming the
+// file and the document's offset. A missing collection file calls fn for
+// nothing.
+func (d Dir) Each(coll string, deep bool, fn func(doc bson.Raw) error) error {
 	p, gz, ok := find(d.Path, coll)
 	if !ok {
 		return nil
@@ -282,37 +287,68 @@ func (d Dir) Each(coll string, fn func(doc bson.Raw) error) error {
 		defer zr.Close()
 		r = zr
 	}
-	br := bufio.NewReaderSize(r, 1<<20)
-	buf := make([]byte, 0, 64<<10)
+	// Documents are sliced out of large reads, not copied one by one.
+	buf := make([]byte, 4<<20)
+	var start, end int
+	eof := false
+	// fill reads until buf[start:end] holds n bytes or the file ends.
+	fill := func(n int) error {
+		if start+n > len(buf) {
+			if n > len(buf) {
+				nb := make([]byte, n)
+				end = copy(nb, buf[start:end])
+				buf = nb
+			} else {
+				end = copy(buf, buf[start:end])
+			}
+			start = 0
+		}
+		for end-start < n && !eof {
+			m, err := r.Read(buf[end:])
+			end += m
+			if errors.Is(err, io.EOF) {
+				eof = true
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var off int64
 	for {
-		var head [4]byte
-		n, err := io.ReadFull(br, head[:])
-		if n == 0 && errors.Is(err, io.EOF) {
+		if err := fill(4); err != nil {
+			return fmt.Errorf("read dump %s: document at byte %d: %w", p, off, err)
+		}
+		if end == start {
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("read dump %s: document at byte %d: truncated length: %w", p, off, err)
+		if end-start < 4 {
+			return fmt.Errorf("read dump %s: document at byte %d: truncated length: %w", p, off, io.ErrUnexpectedEOF)
 		}
-		size := int(int32(uint32(head[0]) | uint32(head[1])<<8 | uint32(head[2])<<16 | uint32(head[3])<<24))
+		b := buf[start:]
+		size := int(int32(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24))
 		if size < 5 || size > maxDocument {
 			return fmt.Errorf("read dump %s: document at byte %d: invalid length %d", p, off, size)
 		}
-		if cap(buf) < size {
-			buf = make([]byte, 0, size)
-		}
-		buf = append(buf[:0], head[:]...)
-		buf = buf[:size]
-		if _, err := io.ReadFull(br, buf[4:]); err != nil {
-			return fmt.Errorf("read dump %s: document at byte %d: truncated document: %w", p, off, err)
-		}
-		doc := bson.Raw(buf)
-		if err := doc.Validate(); err != nil {
+		if err := fill(size); err != nil {
 			return fmt.Errorf("read dump %s: document at byte %d: %w", p, off, err)
+		}
+		if end-start < size {
+			return fmt.Errorf("read dump %s: document at byte %d: truncated document: %w", p, off, io.ErrUnexpectedEOF)
+		}
+		doc := bson.Raw(buf[start : start+size])
+		if doc[size-1] != 0 {
+			return fmt.Errorf("read dump %s: document at byte %d: document does not end with a NUL byte", p, off)
+		}
+		if deep {
+			if err := doc.Validate(); err != nil {
+				return fmt.Errorf("read dump %s: document at byte %d: %w", p, off, err)
+			}
 		}
 		if err := fn(doc); err != nil {
 			return err
 		}
+		start += size
 		off += int64(size)
 	}
 }

@@ -35,20 +35,12 @@ func (e Entry) matchesDocument(doc []byte) bool {
 	rem = rem[:length-5]
 	var haveScore, haveStatus, haveIDs, haveRaw bool
 	for len(rem) > 0 {
-		var el bsoncore.Element
-		el, rem, ok = bsoncore.ReadElement(rem)
-		if !ok {
+		var t bson.Type
+		var key, data []byte
+		if t, key, data, rem, ok = nextElement(rem); !ok {
 			return false
 		}
-		key, err := el.KeyBytesErr()
-		if err != nil {
-			return false
-		}
-		cv, err := el.ValueErr()
-		if err != nil {
-			return false
-		}
-		val := bson.RawValue{Type: bson.Type(cv.Type), Value: cv.Data}
+		val := bson.RawValue{Type: t, Value: data}
 		switch string(key) {
 		case "score":
 			n, ok := intValue(val)
@@ -98,16 +90,12 @@ func (e Entry) matchesIDs(arr []byte) bool {
 	rem = rem[:length-5]
 	i := 0
 	for len(rem) > 0 {
-		var el bsoncore.Element
-		el, rem, ok = bsoncore.ReadElement(rem)
-		if !ok {
+		var t bson.Type
+		var data []byte
+		if t, _, data, rem, ok = nextElement(rem); !ok {
 			return false
 		}
-		cv, err := el.ValueErr()
-		if err != nil {
-			return false
-		}
-		s, ok := stringBytes(bson.RawValue{Type: bson.Type(cv.Type), Value: cv.Data})
+		s, ok := stringBytes(bson.RawValue{Type: t, Value: data})
 		if !ok || i >= len(e.SubmissionIDs) || string(s) != e.SubmissionIDs[i] {
 			return false
 		}
@@ -140,6 +128,41 @@ func (e Entry) AppendBSON(dst []byte) []byte {
 	}
 	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
 	return dst
+}
+
+// EncodedSize is len(e.AppendBSON(nil)), computed without encoding.
+func (e Entry) EncodedSize() int {
+	n := 4 + 1 // length, terminator
+	n += intElementSize("score", e.Score)
+	if e.HasStatus {
+		n += intElementSize("problemStatus", e.ProblemStatus)
+	} else {
+		n += 1 + len("problemStatus") + 1
+	}
+	n += 1 + len("submissionIds") + 1 + 4 + 1
+	for i, id := range e.SubmissionIDs {
+		n += 1 + decimalLen(i) + 1 + 4 + len(id) + 1
+	}
+	if e.HasRaw {
+		n += intElementSize("rawScore", e.RawScore)
+	}
+	return n
+}
+
+func intElementSize(key string, v int64) int {
+	if v >= math.MinInt32 && v <= math.MaxInt32 {
+		return 1 + len(key) + 1 + 4
+	}
+	return 1 + len(key) + 1 + 8
+}
+
+func decimalLen(i int) int {
+	n := 1
+	for i >= 10 {
+		i /= 10
+		n++
+	}
+	return n
 }
 
 // appendIntElement appends n as pymongo encodes a Python int (intBSON).

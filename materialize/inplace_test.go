@@ -143,6 +143,9 @@ func TestAppendBSON(t *testing.T) {
 		if got := e.AppendBSON([]byte("prefix")); !bytes.Equal(got[6:], want) || string(got[:6]) != "prefix" {
 			t.Errorf("%+v:\n got %x\nwant %x", e, got[6:], want)
 		}
+		if e.EncodedSize() != len(want) {
+			t.Errorf("%+v: EncodedSize %d, encoded %d", e, e.EncodedSize(), len(want))
+		}
 	}
 }
 

@@ -55,6 +55,10 @@ func (e *DecodeError) Error() string {
 	return fmt.Sprintf("malformed %s %s: field %q: %s", e.Collection, e.ID, e.Field, e.Reason)
 }
 
+// Unreadable reports whether the document's bytes themselves are corrupt
+// (rather than a field missing or of the wrong type).
+func (e *DecodeError) Unreadable() bool { return e.Field == wholeDocument }
+
 // ErrMalformed is matched by every *DecodeError through errors.Is.
 var ErrMalformed = errors.New("malformed source document")
 
@@ -242,7 +246,17 @@ func DecodeSubmissionInterned(doc bson.Raw, intern func([]byte) string) (Submiss
 	const c = CollSubmission
 	var s Submission
 	var id, user, prob, ts, lang, status, score bson.RawValue
-	if err := scanFields(doc, func(key []byte, v bson.RawValue) {
+	length, rem, ok := bsoncore.ReadLength(doc)
+	if !ok || int(length) > len(doc) || length < 5 {
+		return s, malformed(c, doc, wholeDocument, "unreadable document: bad document length")
+	}
+	rem = rem[:length-5]
+	for len(rem) > 0 {
+		t, key, val, rest, ok := nextElement(rem)
+		if !ok {
+			return s, malformed(c, doc, wholeDocument, "unreadable document: bad element")
+		}
+		rem = rest
 		var slot *bson.RawValue
 		switch string(key) {
 		case "_id":
@@ -260,16 +274,13 @@ func DecodeSubmissionInterned(doc bson.Raw, intern func([]byte) string) (Submiss
 		case "score":
 			slot = &score
 		default:
-			return
+			continue
 		}
 		if slot.Type == 0 {
-			*slot = v
+			*slot = bson.RawValue{Type: t, Value: val}
 		}
-	}); err != nil {
-		return s, malformed(c, doc, wholeDocument, "unreadable document: %v", err)
 	}
 	present := func(v bson.RawValue) bool { return v.Type != 0 && v.Type != bson.TypeNull }
-	var ok bool
 	if !present(id) {
 		return s, malformed(c, doc, "_id", "missing")
 	}
@@ -346,22 +357,83 @@ func scanFields(doc bson.Raw, fn func(key []byte, v bson.RawValue)) error {
 	}
 	rem = rem[:length-5]
 	for len(rem) > 0 {
-		var el bsoncore.Element
-		el, rem, ok = bsoncore.ReadElement(rem)
-		if !ok {
+		var t bson.Type
+		var key, val []byte
+		if t, key, val, rem, ok = nextElement(rem); !ok {
 			return fmt.Errorf("bad element")
 		}
-		key, err := el.KeyBytesErr()
-		if err != nil {
-			return err
-		}
-		val, err := el.ValueErr()
-		if err != nil {
-			return err
-		}
-		fn(key, bson.RawValue{Type: bson.Type(val.Type), Value: val.Data})
+		fn(key, bson.RawValue{Type: t, Value: val})
 	}
 	return nil
+}
+
+// nextElement reads the first element of rem (the elements of a document
+// between its length and its terminator): its type, key and value bytes,
+// and the rest. It accepts exactly what bsoncore.ReadElement and
+// Element.ValueErr accept (bsoncore.go:102 and valueLength at bsoncore.go:648
+// in mongo-driver v2.10.0), in one pass over the key instead of three.
+func nextElement(rem []byte) (t bson.Type, key, val, rest []byte, ok bool) {
+	if len(rem) < 1 {
+		return 0, nil, nil, rem, false
+	}
+	t = bson.Type(rem[0])
+	i := bytes.IndexByte(rem[1:], 0)
+	if i < 0 {
+		return 0, nil, nil, rem, false
+	}
+	key = rem[1 : 1+i]
+	v := rem[2+i:]
+	var n int64
+	switch t {
+	case bson.TypeInt32:
+		n = 4
+	case bson.TypeDateTime, bson.TypeDouble, bson.TypeInt64, bson.TypeTimestamp:
+		n = 8
+	case bson.TypeObjectID:
+		n = 12
+	case bson.TypeBoolean:
+		n = 1
+	case bson.TypeNull, bson.TypeUndefined, bson.TypeMinKey, bson.TypeMaxKey:
+		n = 0
+	case bson.TypeDecimal128:
+		n = 16
+	case bson.TypeString, bson.TypeJavaScript, bson.TypeSymbol, bson.TypeArray, bson.TypeEmbeddedDocument,
+		bson.TypeCodeWithScope, bson.TypeBinary, bson.TypeDBPointer:
+		if len(v) < 4 {
+			return 0, nil, nil, rem, false
+		}
+		n = int64(int32(uint32(v[0]) | uint32(v[1])<<8 | uint32(v[2])<<16 | uint32(v[3])<<24))
+		switch t {
+		case bson.TypeString, bson.TypeJavaScript, bson.TypeSymbol:
+			n += 4
+		case bson.TypeBinary:
+			n += 5
+		case bson.TypeDBPointer:
+			n += 16
+		}
+		// bsoncore adds the overhead in int32, so a sum past int32 wraps
+		// negative and is refused there; ValueErr re-reads the length
+		// prefix from the value's own bytes, so they must hold it.
+		if n > math.MaxInt32 || n < 4 {
+			return 0, nil, nil, rem, false
+		}
+	case bson.TypeRegex:
+		r := bytes.IndexByte(v, 0)
+		if r < 0 {
+			return 0, nil, nil, rem, false
+		}
+		p := bytes.IndexByte(v[r+1:], 0)
+		if p < 0 {
+			return 0, nil, nil, rem, false
+		}
+		n = int64(r + 1 + p + 1)
+	default:
+		return 0, nil, nil, rem, false
+	}
+	if n < 0 || n > int64(len(v)) {
+		return 0, nil, nil, rem, false
+	}
+	return t, key, v[:n], v[n:], true
 }
 
 // DecodeProblem reads a problem document: _id (the problemId) and the
@@ -441,31 +513,44 @@ func DecodeHomework(doc bson.Raw) (Homework, error) {
 	if !ok {
 		return h, malformed(c, doc, "studentStatus", "want a document, have BSON %s", ss.Type)
 	}
-	users, err := ssd.Elements()
-	if err != nil {
-		return h, malformed(c, doc, "studentStatus", "unreadable document: %v", err)
-	}
-	h.Students = make(map[string]map[string]struct{}, len(users))
-	for _, ue := range users {
-		user := ue.Key()
-		ud, ok := ue.Value().DocumentOK()
+	// The document was validated whole above, so its elements read; they
+	// are walked in place rather than through Elements (a slice per user).
+	users := elementBytes(ssd)
+	h.Students = make(map[string]map[string]struct{})
+	for len(users) > 0 {
+		t, ukey, uval, rest, ok := nextElement(users)
 		if !ok {
+			return h, malformed(c, doc, "studentStatus", "unreadable document")
+		}
+		users = rest
+		user := string(ukey)
+		if t != bson.TypeEmbeddedDocument {
 			h.Skipped = append(h.Skipped, malformed(c, doc, "studentStatus."+user,
-				"want a document, have BSON %s", ue.Value().Type))
+				"want a document, have BSON %s", t))
 			continue
 		}
-		probs, err := ud.Elements()
-		if err != nil {
-			h.Skipped = append(h.Skipped, malformed(c, doc, "studentStatus."+user, "unreadable document: %v", err))
-			continue
-		}
-		set := make(map[string]struct{}, len(probs))
-		for _, pe := range probs {
-			set[pe.Key()] = struct{}{}
+		probs := elementBytes(uval)
+		set := make(map[string]struct{}, 8)
+		for len(probs) > 0 {
+			_, pkey, _, rest, ok := nextElement(probs)
+			if !ok {
+				break
+			}
+			probs = rest
+			set[string(pkey)] = struct{}{}
 		}
 		h.Students[user] = set
 	}
 	return h, nil
+}
+
+// elementBytes returns the elements of a validated document: the bytes
+// between its length and its terminator.
+func elementBytes(doc []byte) []byte {
+	if len(doc) < 5 {
+		return nil
+	}
+	return doc[4 : len(doc)-1]
 }
 
 // DecodeUserID reads a user document's _id, the username (engine.User's

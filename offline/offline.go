@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,7 +105,7 @@ func CheckOut(d dump.Dir, out string) error {
 }
 
 // record is one submission, compactly: what materialize.Submission holds,
-// with the user as an index into the interned names.
+// with the user as an index into the interned names (56 bytes).
 type record struct {
 	id          bson.ObjectID
 	user        uint32
@@ -113,6 +114,30 @@ type record struct {
 	timestamp   int64
 	status      int64
 	score       int64
+}
+
+// blockBits sizes the blocks records are stored in: appending never copies
+// what was read (no doubling of a large slice) and a record is addressed
+// by a uint32 index.
+const blockBits = 16
+
+// records is an append-only sequence of records in blocks.
+type records struct {
+	blocks [][]record
+	n      int
+}
+
+func (rs *records) add(r record) {
+	if rs.n>>blockBits == len(rs.blocks) {
+		rs.blocks = append(rs.blocks, make([]record, 0, 1<<blockBits))
+	}
+	b := &rs.blocks[len(rs.blocks)-1]
+	*b = append(*b, r)
+	rs.n++
+}
+
+func (rs *records) at(i uint32) *record {
+	return &rs.blocks[i>>blockBits][i&(1<<blockBits-1)]
 }
 
 // homework is a homework document and what the comparison and the patch
@@ -124,9 +149,10 @@ type homework struct {
 	// materialize.DecodeHomework reads key sets).
 	students map[string][]byte
 	// fix maps user+"\x00"+problemKey to the derived value of a drifted
-	// entry.
-	fix  map[string]materialize.Entry
-	grow int // size change of the corrected document, bytes
+	// entry (kept only when writing an output).
+	fix     map[string]materialize.Entry
+	drifted bool
+	grow    int // size change of the corrected document, bytes
 }
 
 type user struct {
@@ -153,7 +179,6 @@ type state struct {
 	userOrder []slot[user]
 	names     []string // interned user names
 	ids       map[string]uint32
-	scratch   []byte
 }
 
 // Run verifies dump d (Options.Out empty) or writes its corrected copy to
@@ -228,7 +253,7 @@ func (s *state) malformed(err error) error {
 func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	p := s.opts.Progress
 	p.Phase("problems")
-	err := d.Each(materialize.CollProblem, func(doc bson.Raw) error {
+	err := d.Each(materialize.CollProblem, true, func(doc bson.Raw) error {
 		p.Add(1)
 		pr, err := materialize.DecodeProblem(doc)
 		if err != nil {
@@ -241,7 +266,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		return err
 	}
 	p.Phase("homeworks")
-	err = d.Each(materialize.CollHomework, func(doc bson.Raw) error {
+	err = d.Each(materialize.CollHomework, true, func(doc bson.Raw) error {
 		p.Add(1)
 		raw := bson.Raw(bytes.Clone(doc))
 		h, err := materialize.DecodeHomework(raw)
@@ -263,7 +288,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return d.Each(materialize.CollUser, func(doc bson.Raw) error {
+	return d.Each(materialize.CollUser, true, func(doc bson.Raw) error {
 		p.Add(1)
 		raw := bson.Raw(bytes.Clone(doc))
 		name, err := materialize.DecodeUserID(raw)
@@ -321,18 +346,21 @@ func (s *state) intern(name []byte) uint32 {
 	return i
 }
 
-// readSubmissions reads every submission into a compact record.
-func (s *state) readSubmissions(ctx context.Context, d dump.Dir) ([]record, error) {
+// readSubmissions reads every submission into a compact record. The
+// documents' framing and every top-level element are checked (by the
+// reader and the decoder); values the derivation does not read are not
+// decoded.
+func (s *state) readSubmissions(ctx context.Context, d dump.Dir) (*records, error) {
 	p := s.opts.Progress
 	p.Phase("submissions")
-	var recs []record
+	recs := &records{}
 	var cur uint32
 	intern := func(b []byte) string {
 		cur = s.intern(b)
 		return s.names[cur]
 	}
 	n := 0
-	err := d.Each(materialize.CollSubmission, func(doc bson.Raw) error {
+	err := d.Each(materialize.CollSubmission, false, func(doc bson.Raw) error {
 		p.Add(1)
 		if n++; n%65536 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -341,20 +369,25 @@ func (s *state) readSubmissions(ctx context.Context, d dump.Dir) ([]record, erro
 		}
 		sub, err := materialize.DecodeSubmissionInterned(doc, intern)
 		if err != nil {
+			var de *materialize.DecodeError
+			if errors.As(err, &de) && de.Unreadable() {
+				return fmt.Errorf("read dump %s: submission number %d: %w", d.Path, n, err)
+			}
 			return s.malformed(err)
 		}
-		recs = append(recs, record{id: sub.ID, user: cur, handwritten: sub.Handwritten, problem: sub.Problem,
+		recs.add(record{id: sub.ID, user: cur, handwritten: sub.Handwritten, problem: sub.Problem,
 			timestamp: sub.Timestamp, status: sub.Status, score: sub.Score})
 		return nil
 	})
 	return recs, err
 }
 
-// derive sorts the records by (user, problem, timestamp, _id), the order
-// of the online rebuild's scan, and runs the Builder over the groups.
-func (s *state) derive(ctx context.Context, recs []record) error {
-	s.rep.Submissions = len(recs)
-	// Rank users by name so that records sort by the name's order.
+// derive orders the records by (user, problem), users by name as the
+// online rebuild's scan does, and runs the Builder over the groups (the
+// derivation sorts each group by (timestamp, _id) itself). The order is an
+// index: a counting sort by user, then each user's records by problem.
+func (s *state) derive(ctx context.Context, recs *records) error {
+	s.rep.Submissions = recs.n
 	order := make([]uint32, len(s.names))
 	for i := range order {
 		order[i] = uint32(i)
@@ -364,45 +397,72 @@ func (s *state) derive(ctx context.Context, recs []record) error {
 	for r, i := range order {
 		rank[i] = uint32(r)
 	}
-	for i := range recs {
-		recs[i].user = rank[recs[i].user]
+	// Counting sort of record indexes by the user's rank.
+	starts := make([]uint32, len(s.names)+1)
+	pmin, pmax := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, b := range recs.blocks {
+		for i := range b {
+			starts[rank[b[i].user]+1]++
+			pmin, pmax = min(pmin, b[i].problem), max(pmax, b[i].problem)
+		}
 	}
-	slices.SortFunc(recs, func(a, b record) int {
-		if c := cmp.Compare(a.user, b.user); c != 0 {
-			return c
+	// Within a user, records sort by problem as packed integers
+	// (problem offset, record index) when the problems span under 2^32.
+	packed := recs.n > 0 && uint64(pmax-pmin) < 1<<32
+	var keys []uint64
+	for i := 1; i < len(starts); i++ {
+		starts[i] += starts[i-1]
+	}
+	idx := make([]uint32, recs.n)
+	next := slices.Clone(starts[:len(starts)-1])
+	for bi, b := range recs.blocks {
+		for i := range b {
+			r := rank[b[i].user]
+			idx[next[r]] = uint32(bi<<blockBits + i)
+			next[r]++
 		}
-		if c := cmp.Compare(a.problem, b.problem); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.timestamp, b.timestamp); c != 0 {
-			return c
-		}
-		return bytes.Compare(a.id[:], b.id[:])
-	})
+	}
 	p := s.opts.Progress
 	p.Phase("deriving")
-	p.SetTotal(p.Done() + int64(len(recs)))
+	p.SetTotal(p.Done() + int64(recs.n))
 	b := materialize.NewBuilder(materialize.NewDeriver(), s.cat, s)
 	var group []materialize.Submission
-	for i := 0; i < len(recs); {
-		j := i + 1
-		for j < len(recs) && recs[j].user == recs[i].user && recs[j].problem == recs[i].problem {
-			j++
+	for u := range order {
+		mine := idx[starts[u]:starts[u+1]]
+		if len(mine) == 0 {
+			continue
 		}
-		name := s.names[order[recs[i].user]]
-		group = group[:0]
-		for _, r := range recs[i:j] {
-			group = append(group, materialize.Submission{ID: r.id, User: name, Problem: r.problem, Handwritten: r.handwritten,
-				Timestamp: r.timestamp, Status: r.status, Score: r.score})
+		if packed {
+			keys = keys[:0]
+			for _, i := range mine {
+				keys = append(keys, uint64(recs.at(i).problem-pmin)<<32|uint64(i))
+			}
+			slices.Sort(keys)
+			for k, key := range keys {
+				mine[k] = uint32(key)
+			}
+		} else {
+			slices.SortFunc(mine, func(a, b uint32) int { return cmp.Compare(recs.at(a).problem, recs.at(b).problem) })
 		}
-		if err := b.Group(name, recs[i].problem, group); err != nil {
-			return err
+		name := s.names[order[u]]
+		for i := 0; i < len(mine); {
+			problem := recs.at(mine[i]).problem
+			group = group[:0]
+			j := i
+			for ; j < len(mine) && recs.at(mine[j]).problem == problem; j++ {
+				r := recs.at(mine[j])
+				group = append(group, materialize.Submission{ID: r.id, User: name, Problem: r.problem, Handwritten: r.handwritten,
+					Timestamp: r.timestamp, Status: r.status, Score: r.score})
+			}
+			if err := b.Group(name, problem, group); err != nil {
+				return err
+			}
+			p.Add(j - i)
+			i = j
 		}
-		p.Add(j - i)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		i = j
 	}
 	names := make([]string, 0, len(s.users))
 	for u := range s.users {
@@ -449,12 +509,14 @@ func (s *state) Entry(h bson.ObjectID, userName, pk string, e materialize.Entry)
 	if !ok {
 		return nil // no stored entry to replace: never add one
 	}
-	if hw.fix == nil {
-		hw.fix = make(map[string]materialize.Entry)
+	hw.drifted = true
+	hw.grow += e.EncodedSize() - len(v.Value)
+	if s.opts.Out != "" {
+		if hw.fix == nil {
+			hw.fix = make(map[string]materialize.Entry)
+		}
+		hw.fix[userName+"\x00"+pk] = e
 	}
-	hw.fix[userName+"\x00"+pk] = e
-	s.scratch = e.AppendBSON(s.scratch[:0])
-	hw.grow += len(s.scratch) - len(v.Value)
 	return nil
 }
 
@@ -489,7 +551,7 @@ func lookupEntry(doc []byte, pk string) (bson.RawValue, bool) {
 func (s *state) checkSizes() error {
 	var over []Oversized
 	for id, hw := range s.homeworks {
-		if size := len(hw.raw) + hw.grow; hw.fix != nil && size > materialize.MaxDocumentSize {
+		if size := len(hw.raw) + hw.grow; hw.drifted && size > materialize.MaxDocumentSize {
 			over = append(over, Oversized{ID: id, Size: size})
 		}
 	}
