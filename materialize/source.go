@@ -480,6 +480,17 @@ func DecodeProblem(doc bson.Raw) (Problem, error) {
 // a document is an error; a single user's value that is not a document is
 // recorded in Skipped and holds no entries. Errors are *DecodeError.
 func DecodeHomework(doc bson.Raw) (Homework, error) {
+	return DecodeHomeworkInterned(doc, nil)
+}
+
+// DecodeHomeworkInterned is DecodeHomework with the usernames and problem
+// keys of studentStatus taken from intern (given their bytes, valid only
+// during the call), so that a caller holding many homeworks shares one
+// string per distinct name. A nil intern allocates.
+func DecodeHomeworkInterned(doc bson.Raw, intern func([]byte) string) (Homework, error) {
+	if intern == nil {
+		intern = func(b []byte) string { return string(b) }
+	}
 	const c = CollHomework
 	h := Homework{End: DefaultEnd, Penalty: DefaultPenalty}
 	if err := validate(c, doc); err != nil {
@@ -523,7 +534,7 @@ func DecodeHomework(doc bson.Raw) (Homework, error) {
 			return h, malformed(c, doc, "studentStatus", "unreadable document")
 		}
 		users = rest
-		user := string(ukey)
+		user := intern(ukey)
 		if t != bson.TypeEmbeddedDocument {
 			h.Skipped = append(h.Skipped, malformed(c, doc, "studentStatus."+user,
 				"want a document, have BSON %s", t))
@@ -537,7 +548,7 @@ func DecodeHomework(doc bson.Raw) (Homework, error) {
 				break
 			}
 			probs = rest
-			set[string(pkey)] = struct{}{}
+			set[intern(pkey)] = struct{}{}
 		}
 		h.Students[user] = set
 	}

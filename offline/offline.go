@@ -121,19 +121,35 @@ type record struct {
 // by a uint32 index.
 const blockBits = 16
 
-// records is an append-only sequence of records in blocks.
+// records is an append-only sequence of records in blocks, kept outside
+// the Go heap (offHeap).
 type records struct {
 	blocks [][]record
+	frees  []func()
 	n      int
 }
 
-func (rs *records) add(r record) {
+func (rs *records) add(r record) error {
 	if rs.n>>blockBits == len(rs.blocks) {
-		rs.blocks = append(rs.blocks, make([]record, 0, 1<<blockBits))
+		b, free, err := offHeap[record](1 << blockBits)
+		if err != nil {
+			return fmt.Errorf("submission records: %w", err)
+		}
+		rs.blocks = append(rs.blocks, b[:0])
+		rs.frees = append(rs.frees, free)
 	}
 	b := &rs.blocks[len(rs.blocks)-1]
 	*b = append(*b, r)
 	rs.n++
+	return nil
+}
+
+// free releases the blocks; the records are unusable afterwards.
+func (rs *records) free() {
+	for _, f := range rs.frees {
+		f()
+	}
+	rs.blocks, rs.frees, rs.n = nil, nil, 0
 }
 
 func (rs *records) at(i uint32) *record {
@@ -179,6 +195,7 @@ type state struct {
 	userOrder []slot[user]
 	names     []string // interned user names
 	ids       map[string]uint32
+	keys      map[string]string // interned studentStatus keys (users, problem keys)
 }
 
 // Run verifies dump d (Options.Out empty) or writes its corrected copy to
@@ -189,7 +206,8 @@ type state struct {
 // a read or write error.
 func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, error) {
 	s := &state{opts: opts, rep: &watch.RebuildReport{}, cat: materialize.NewCatalog(),
-		homeworks: make(map[bson.ObjectID]*homework), users: make(map[string]*user), ids: make(map[string]uint32)}
+		homeworks: make(map[bson.ObjectID]*homework), users: make(map[string]*user), ids: make(map[string]uint32),
+		keys: make(map[string]string)}
 	var tmp string
 	if opts.Out != "" {
 		// Created before any work, so an unwritable place fails at once.
@@ -211,10 +229,13 @@ func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, e
 		return nil, err
 	}
 	recs, err := s.readSubmissions(ctx, d)
+	defer recs.free()
 	if err != nil {
 		return nil, err
 	}
-	if err := s.derive(ctx, recs); err != nil {
+	err = s.derive(ctx, recs)
+	recs.free() // before the output is written
+	if err != nil {
 		return nil, err
 	}
 	if err := s.checkSizes(); err != nil {
@@ -269,14 +290,14 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	err = d.Each(materialize.CollHomework, true, func(doc bson.Raw) error {
 		p.Add(1)
 		raw := bson.Raw(bytes.Clone(doc))
-		h, err := materialize.DecodeHomework(raw)
+		h, err := materialize.DecodeHomeworkInterned(raw, s.internKey)
 		if err != nil {
 			s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw})
 			return s.malformed(err)
 		}
 		s.rep.Malformed = append(s.rep.Malformed, h.Skipped...)
 		s.cat.AddHomework(h)
-		hw := &homework{raw: raw, students: studentDocs(raw)}
+		hw := &homework{raw: raw, students: studentDocs(raw, s.internKey)}
 		s.homeworks[h.ID] = hw
 		s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw, of: hw})
 		return nil
@@ -308,7 +329,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 
 // studentDocs indexes a homework's studentStatus: user → the bytes of its
 // document (later duplicates win; non-document values hold no entries).
-func studentDocs(raw bson.Raw) map[string][]byte {
+func studentDocs(raw bson.Raw, intern func([]byte) string) map[string][]byte {
 	ss, err := raw.LookupErr(materialize.FieldStudentStatus)
 	if err != nil {
 		return nil
@@ -329,9 +350,19 @@ func studentDocs(raw bson.Raw) map[string][]byte {
 		if err != nil || bson.Type(el[0]) != bson.TypeEmbeddedDocument {
 			continue
 		}
-		out[string(key)] = el[len(key)+2:]
+		out[intern(key)] = el[len(key)+2:]
 	}
 	return out
+}
+
+// internKey returns the one string held for a studentStatus key.
+func (s *state) internKey(b []byte) string {
+	if k, ok := s.keys[string(b)]; ok {
+		return k
+	}
+	k := string(b)
+	s.keys[k] = k
+	return k
 }
 
 // intern returns the index of a user name, adding it the first time.
@@ -375,9 +406,8 @@ func (s *state) readSubmissions(ctx context.Context, d dump.Dir) (*records, erro
 			}
 			return s.malformed(err)
 		}
-		recs.add(record{id: sub.ID, user: cur, handwritten: sub.Handwritten, problem: sub.Problem,
+		return recs.add(record{id: sub.ID, user: cur, handwritten: sub.Handwritten, problem: sub.Problem,
 			timestamp: sub.Timestamp, status: sub.Status, score: sub.Score})
-		return nil
 	})
 	return recs, err
 }
@@ -413,7 +443,11 @@ func (s *state) derive(ctx context.Context, recs *records) error {
 	for i := 1; i < len(starts); i++ {
 		starts[i] += starts[i-1]
 	}
-	idx := make([]uint32, recs.n)
+	idx, freeIdx, err := offHeap[uint32](recs.n)
+	if err != nil {
+		return fmt.Errorf("submission order: %w", err)
+	}
+	defer freeIdx()
 	next := slices.Clone(starts[:len(starts)-1])
 	for bi, b := range recs.blocks {
 		for i := range b {

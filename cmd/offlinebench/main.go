@@ -93,8 +93,6 @@ func run(args []string) error {
 	sizes := fs.String("sizes", "100000,1000000,3000000", "submission counts")
 	bin := fs.String("bin", "bin/materializer", "the materializer binary")
 	base := fs.String("base", "", "git revision for the online rebuild benchmark's before figure (none: skip)")
-	online := fs.Int("online-submissions", 1_000_000, "submissions of the online memstore benchmark (BenchmarkRebuild's size)")
-	_ = online
 	_ = fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {
