@@ -41,6 +41,10 @@ type Options struct {
 	MaxDiffs int
 	// Progress counts the documents read and processed (nil: silent).
 	Progress *progress.Reporter
+
+	// bucketShift: about 1<<bucketShift records per bucket in derive (15
+	// when zero; tests make buckets tiny).
+	bucketShift uint
 }
 
 // TooLargeError reports homeworks whose corrected document would exceed
@@ -116,22 +120,25 @@ type record struct {
 	score       int64
 }
 
-// blockBits sizes the blocks records are stored in: appending never copies
-// what was read (no doubling of a large slice) and a record is addressed
-// by a uint32 index.
+// blockBits sizes the blocks submissions are read into: appending never
+// copies what was read (no doubling of a large slice).
 const blockBits = 16
 
-// records is an append-only sequence of records in blocks, kept outside
-// the Go heap (offHeap).
+// bucketBits sizes the blocks of a bucket (see derive).
+const bucketBits = 12
+
+// records is an append-only sequence of records in blocks of 1<<bits,
+// kept outside the Go heap (offHeap).
 type records struct {
+	bits   uint
 	blocks [][]record
 	frees  []func()
 	n      int
 }
 
 func (rs *records) add(r record) error {
-	if rs.n>>blockBits == len(rs.blocks) {
-		b, free, err := offHeap[record](1 << blockBits)
+	if rs.n>>rs.bits == len(rs.blocks) {
+		b, free, err := offHeap[record](1 << rs.bits)
 		if err != nil {
 			return fmt.Errorf("submission records: %w", err)
 		}
@@ -144,16 +151,25 @@ func (rs *records) add(r record) error {
 	return nil
 }
 
-// free releases the blocks; the records are unusable afterwards.
-func (rs *records) free() {
-	for _, f := range rs.frees {
-		f()
-	}
-	rs.blocks, rs.frees, rs.n = nil, nil, 0
+func (rs *records) at(i uint32) *record {
+	return &rs.blocks[i>>rs.bits][i&(1<<rs.bits-1)]
 }
 
-func (rs *records) at(i uint32) *record {
-	return &rs.blocks[i>>blockBits][i&(1<<blockBits-1)]
+// freeBlock releases block i, which must not be read again.
+func (rs *records) freeBlock(i int) {
+	if rs.frees[i] != nil {
+		rs.frees[i]()
+		rs.frees[i] = nil
+		rs.blocks[i] = nil
+	}
+}
+
+// free releases every block; the records are unusable afterwards.
+func (rs *records) free() {
+	for i := range rs.frees {
+		rs.freeBlock(i)
+	}
+	rs.blocks, rs.frees, rs.n = nil, nil, 0
 }
 
 // homework is a homework document and what the comparison and the patch
@@ -384,7 +400,7 @@ func (s *state) intern(name []byte) uint32 {
 func (s *state) readSubmissions(ctx context.Context, d dump.Dir) (*records, error) {
 	p := s.opts.Progress
 	p.Phase("submissions")
-	recs := &records{}
+	recs := &records{bits: blockBits}
 	var cur uint32
 	intern := func(b []byte) string {
 		cur = s.intern(b)
@@ -414,8 +430,13 @@ func (s *state) readSubmissions(ctx context.Context, d dump.Dir) (*records, erro
 
 // derive orders the records by (user, problem), users by name as the
 // online rebuild's scan does, and runs the Builder over the groups (the
-// derivation sorts each group by (timestamp, _id) itself). The order is an
-// index: a counting sort by user, then each user's records by problem.
+// derivation sorts each group by (timestamp, _id) itself).
+//
+// The records are first moved, block by block (each read block freed once
+// moved), into buckets of consecutive user ranks small enough to stay in
+// the processor's caches; each bucket is then ordered by a counting sort of
+// indexes by user and, within a user, by problem, and derived. Sorting the
+// whole sequence by index instead would cost a cache miss per record.
 func (s *state) derive(ctx context.Context, recs *records) error {
 	s.rep.Submissions = recs.n
 	order := make([]uint32, len(s.names))
@@ -427,73 +448,110 @@ func (s *state) derive(ctx context.Context, recs *records) error {
 	for r, i := range order {
 		rank[i] = uint32(r)
 	}
-	// Counting sort of record indexes by the user's rank.
-	starts := make([]uint32, len(s.names)+1)
-	pmin, pmax := int64(math.MaxInt64), int64(math.MinInt64)
-	for _, b := range recs.blocks {
-		for i := range b {
-			starts[rank[b[i].user]+1]++
-			pmin, pmax = min(pmin, b[i].problem), max(pmax, b[i].problem)
+	nu := len(s.names)
+	shift := s.opts.bucketShift
+	if shift == 0 {
+		shift = 15 // about 32k records (1.8 MB) per bucket
+	}
+	nb := min(max(recs.n>>shift, 1), 1024, max(nu, 1))
+	bucketOf := func(r uint32) int { return int(uint64(r) * uint64(nb) / uint64(nu)) }
+	buckets := make([]records, nb)
+	for i := range buckets {
+		buckets[i].bits = bucketBits
+	}
+	defer func() {
+		for i := range buckets {
+			buckets[i].free()
 		}
+	}()
+	pmin, pmax := int64(math.MaxInt64), int64(math.MinInt64)
+	for bi, b := range recs.blocks {
+		for i := range b {
+			r := b[i]
+			r.user = rank[r.user]
+			pmin, pmax = min(pmin, r.problem), max(pmax, r.problem)
+			if err := buckets[bucketOf(r.user)].add(r); err != nil {
+				return err
+			}
+		}
+		recs.freeBlock(bi)
 	}
 	// Within a user, records sort by problem as packed integers
 	// (problem offset, record index) when the problems span under 2^32.
 	packed := recs.n > 0 && uint64(pmax-pmin) < 1<<32
 	var keys []uint64
-	for i := 1; i < len(starts); i++ {
-		starts[i] += starts[i-1]
-	}
-	idx, freeIdx, err := offHeap[uint32](recs.n)
-	if err != nil {
-		return fmt.Errorf("submission order: %w", err)
-	}
-	defer freeIdx()
-	next := slices.Clone(starts[:len(starts)-1])
-	for bi, b := range recs.blocks {
-		for i := range b {
-			r := rank[b[i].user]
-			idx[next[r]] = uint32(bi<<blockBits + i)
-			next[r]++
-		}
-	}
 	p := s.opts.Progress
 	p.Phase("deriving")
 	p.SetTotal(p.Done() + int64(recs.n))
 	b := materialize.NewBuilder(materialize.NewDeriver(), s.cat, s)
 	var group []materialize.Submission
-	for u := range order {
-		mine := idx[starts[u]:starts[u+1]]
-		if len(mine) == 0 {
-			continue
+	var idx []uint32
+	starts := make([]uint32, 0, nu/nb+2)
+	for bk := range buckets {
+		bucket := &buckets[bk]
+		lo := uint32((uint64(bk)*uint64(nu) + uint64(nb) - 1) / uint64(nb)) // first rank with bucketOf == bk
+		for lo > 0 && bucketOf(lo-1) == bk {
+			lo--
 		}
-		if packed {
-			keys = keys[:0]
-			for _, i := range mine {
-				keys = append(keys, uint64(recs.at(i).problem-pmin)<<32|uint64(i))
-			}
-			slices.Sort(keys)
-			for k, key := range keys {
-				mine[k] = uint32(key)
-			}
-		} else {
-			slices.SortFunc(mine, func(a, b uint32) int { return cmp.Compare(recs.at(a).problem, recs.at(b).problem) })
+		hi := lo
+		for int(hi) < nu && bucketOf(hi) == bk {
+			hi++
 		}
-		name := s.names[order[u]]
-		for i := 0; i < len(mine); {
-			problem := recs.at(mine[i]).problem
-			group = group[:0]
-			j := i
-			for ; j < len(mine) && recs.at(mine[j]).problem == problem; j++ {
-				r := recs.at(mine[j])
-				group = append(group, materialize.Submission{ID: r.id, User: name, Problem: r.problem, Handwritten: r.handwritten,
-					Timestamp: r.timestamp, Status: r.status, Score: r.score})
+		// Counting sort of the bucket's record indexes by user rank.
+		starts = starts[:0]
+		starts = append(starts, make([]uint32, int(hi-lo)+1)...)
+		for _, blk := range bucket.blocks {
+			for i := range blk {
+				starts[blk[i].user-lo+1]++
 			}
-			if err := b.Group(name, problem, group); err != nil {
-				return err
-			}
-			p.Add(j - i)
-			i = j
 		}
+		for i := 1; i < len(starts); i++ {
+			starts[i] += starts[i-1]
+		}
+		idx = slices.Grow(idx[:0], bucket.n)[:bucket.n]
+		next := slices.Clone(starts[:len(starts)-1])
+		for bi, blk := range bucket.blocks {
+			for i := range blk {
+				u := blk[i].user - lo
+				idx[next[u]] = uint32(bi<<bucketBits + i)
+				next[u]++
+			}
+		}
+		for u := lo; u < hi; u++ {
+			mine := idx[starts[u-lo]:starts[u-lo+1]]
+			if len(mine) == 0 {
+				continue
+			}
+			if packed {
+				keys = keys[:0]
+				for _, i := range mine {
+					keys = append(keys, uint64(bucket.at(i).problem-pmin)<<32|uint64(i))
+				}
+				slices.Sort(keys)
+				for k, key := range keys {
+					mine[k] = uint32(key)
+				}
+			} else {
+				slices.SortFunc(mine, func(a, b uint32) int { return cmp.Compare(bucket.at(a).problem, bucket.at(b).problem) })
+			}
+			name := s.names[order[u]]
+			for i := 0; i < len(mine); {
+				problem := bucket.at(mine[i]).problem
+				group = group[:0]
+				j := i
+				for ; j < len(mine) && bucket.at(mine[j]).problem == problem; j++ {
+					r := bucket.at(mine[j])
+					group = append(group, materialize.Submission{ID: r.id, User: name, Problem: r.problem, Handwritten: r.handwritten,
+						Timestamp: r.timestamp, Status: r.status, Score: r.score})
+				}
+				if err := b.Group(name, problem, group); err != nil {
+					return err
+				}
+				p.Add(j - i)
+				i = j
+			}
+		}
+		bucket.free()
 		if err := ctx.Err(); err != nil {
 			return err
 		}
