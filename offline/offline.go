@@ -212,6 +212,8 @@ type state struct {
 	names     []string // interned user names
 	ids       map[string]uint32
 	keys      map[string]string // interned studentStatus keys (users, problem keys)
+	lastHW    *homework
+	lastID    bson.ObjectID
 }
 
 // Run verifies dump d (Options.Out empty) or writes its corrected copy to
@@ -589,7 +591,13 @@ func (s *state) User(name string, st materialize.UserStats) error {
 // place, and keep a drifted value for the output.
 func (s *state) Entry(h bson.ObjectID, userName, pk string, e materialize.Entry) error {
 	s.rep.Entries++
-	hw := s.homeworks[h]
+	// Entries come homework by homework (Finish) or a few homeworks per
+	// group: remember the last homework.
+	hw := s.lastHW
+	if hw == nil || s.lastID != h {
+		hw = s.homeworks[h]
+		s.lastHW, s.lastID = hw, h
+	}
 	v, ok := lookupEntry(hw.students[userName], pk)
 	if ok && e.MatchesStored(v) {
 		return nil
