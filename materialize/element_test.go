@@ -73,3 +73,26 @@ func TestNextElementMatchesDriver(t *testing.T) {
 		check(b)
 	}
 }
+
+// BenchmarkDecodeSubmission decodes a submission as the demo generator
+// (and the Back-End) stores it.
+func BenchmarkDecodeSubmission(b *testing.B) {
+	doc, err := bson.Marshal(bson.D{
+		{Key: "_id", Value: bson.ObjectID{1, 2, 3}}, {Key: "problem", Value: int32(17)}, {Key: "user", Value: "student01234"},
+		{Key: "languageType", Value: int32(1)}, {Key: "timestamp", Value: bson.DateTime(1_700_000_000_000)},
+		{Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}, {Key: "tasks", Value: bson.A{}},
+		{Key: "runTime", Value: int32(12)}, {Key: "memoryUsage", Value: int32(1024)}, {Key: "codeMinioPath", Value: nil},
+		{Key: "lastSend", Value: bson.DateTime(1_700_000_000_000)}, {Key: "ip_addr", Value: "127.0.0.1"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	name := "student01234"
+	intern := func([]byte) string { return name }
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeSubmissionInterned(doc, intern); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

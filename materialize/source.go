@@ -377,12 +377,16 @@ func nextElement(rem []byte) (t bson.Type, key, val, rest []byte, ok bool) {
 		return 0, nil, nil, rem, false
 	}
 	t = bson.Type(rem[0])
-	i := bytes.IndexByte(rem[1:], 0)
-	if i < 0 {
+	// Keys are short: a plain loop beats IndexByte's call and setup.
+	i := 1
+	for i < len(rem) && rem[i] != 0 {
+		i++
+	}
+	if i >= len(rem) {
 		return 0, nil, nil, rem, false
 	}
-	key = rem[1 : 1+i]
-	v := rem[2+i:]
+	key = rem[1:i]
+	v := rem[i+1:]
 	var n int64
 	switch t {
 	case bson.TypeInt32:
