@@ -540,9 +540,24 @@ func (s *state) derive(ctx context.Context, recs *records) error {
 			for i := 0; i < len(mine); {
 				problem := bucket.at(mine[i]).problem
 				group = group[:0]
-				j := i
-				for ; j < len(mine) && bucket.at(mine[j]).problem == problem; j++ {
-					r := bucket.at(mine[j])
+				j := i + 1
+				for j < len(mine) && bucket.at(mine[j]).problem == problem {
+					j++
+				}
+				// Replay order, (timestamp, _id), sorted here on 4-byte
+				// indexes rather than by the derivation on whole
+				// submissions (it then only checks the order).
+				if j-i > 1 {
+					slices.SortFunc(mine[i:j], func(a, b uint32) int {
+						ra, rb := bucket.at(a), bucket.at(b)
+						if c := cmp.Compare(ra.timestamp, rb.timestamp); c != 0 {
+							return c
+						}
+						return bytes.Compare(ra.id[:], rb.id[:])
+					})
+				}
+				for k := i; k < j; k++ {
+					r := bucket.at(mine[k])
 					group = append(group, materialize.Submission{ID: r.id, User: name, Problem: r.problem, Handwritten: r.handwritten,
 						Timestamp: r.timestamp, Status: r.status, Score: r.score})
 				}
