@@ -240,6 +240,13 @@ func Write(dir string, docs map[string][]bson.Raw) error {
 	return nil
 }
 
+// File returns the path of coll's file (.bson or .bson.gz), or "" when the
+// dump has none.
+func (d Dir) File(coll string) string {
+	p, _, _ := find(d.Path, coll)
+	return p
+}
+
 // Missing returns the source collections (Sources) that have no file in
 // the dump: a dump without one of them cannot be checked, since an absent
 // file would read as an empty collection and verify as clean.

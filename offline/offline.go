@@ -279,24 +279,34 @@ func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, e
 	return s.rep, nil
 }
 
-func (s *state) malformed(err error) error {
+// malformed records a document the derivation cannot read; corrupt bytes
+// (the reader checks only the framing) fail the run naming the file and
+// the document's number.
+func (s *state) malformed(d dump.Dir, coll string, n int, err error) error {
 	var de *materialize.DecodeError
-	if errors.As(err, &de) {
-		s.rep.Malformed = append(s.rep.Malformed, de)
-		return nil
+	if !errors.As(err, &de) {
+		return err
 	}
-	return err
+	if de.Unreadable() {
+		return fmt.Errorf("read dump %s: document number %d: %w", d.File(coll), n, err)
+	}
+	s.rep.Malformed = append(s.rep.Malformed, de)
+	return nil
 }
 
 // readCatalog reads problems, homeworks and users.
 func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	p := s.opts.Progress
+	// The decoders validate the whole document (Raw.Validate and a
+	// check of every element), so the reader checks only the framing.
 	p.Phase("problems")
-	err := d.Each(materialize.CollProblem, true, func(doc bson.Raw) error {
+	n := 0
+	err := d.Each(materialize.CollProblem, false, func(doc bson.Raw) error {
 		p.Add(1)
+		n++
 		pr, err := materialize.DecodeProblem(doc)
 		if err != nil {
-			return s.malformed(err)
+			return s.malformed(d, materialize.CollProblem, n, err)
 		}
 		s.cat.AddProblem(pr)
 		return nil
@@ -305,13 +315,15 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		return err
 	}
 	p.Phase("homeworks")
-	err = d.Each(materialize.CollHomework, true, func(doc bson.Raw) error {
+	n = 0
+	err = d.Each(materialize.CollHomework, false, func(doc bson.Raw) error {
 		p.Add(1)
+		n++
 		raw := bson.Raw(bytes.Clone(doc))
 		h, err := materialize.DecodeHomeworkInterned(raw, s.internKey)
 		if err != nil {
 			s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw})
-			return s.malformed(err)
+			return s.malformed(d, materialize.CollHomework, n, err)
 		}
 		s.rep.Malformed = append(s.rep.Malformed, h.Skipped...)
 		s.cat.AddHomework(h)
@@ -327,13 +339,15 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return d.Each(materialize.CollUser, true, func(doc bson.Raw) error {
+	n = 0
+	return d.Each(materialize.CollUser, false, func(doc bson.Raw) error {
 		p.Add(1)
+		n++
 		raw := bson.Raw(bytes.Clone(doc))
 		name, err := materialize.DecodeUserID(raw)
 		if err != nil {
 			s.userOrder = append(s.userOrder, slot[user]{raw: raw})
-			return s.malformed(err)
+			return s.malformed(d, materialize.CollUser, n, err)
 		}
 		st, ok := materialize.DecodeUserStats(raw)
 		// A later document with the same _id replaces an earlier one, as a
@@ -418,11 +432,7 @@ func (s *state) readSubmissions(ctx context.Context, d dump.Dir) (*records, erro
 		}
 		sub, err := materialize.DecodeSubmissionInterned(doc, intern)
 		if err != nil {
-			var de *materialize.DecodeError
-			if errors.As(err, &de) && de.Unreadable() {
-				return fmt.Errorf("read dump %s: submission number %d: %w", d.Path, n, err)
-			}
-			return s.malformed(err)
+			return s.malformed(d, materialize.CollSubmission, n, err)
 		}
 		return recs.add(record{id: sub.ID, user: cur, handwritten: sub.Handwritten, problem: sub.Problem,
 			timestamp: sub.Timestamp, status: sub.Status, score: sub.Score})
