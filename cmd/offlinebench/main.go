@@ -105,6 +105,14 @@ func run(args []string) error {
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("offline benchmark: %s, %d CPUs, %s, load average at start: %s", host, runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339), load)
 	fmt.Printf("dumps: university shape %s\n\n", strings.Join(seedArgs, " "))
+	var baseBin string
+	if *base != "" {
+		var err error
+		if baseBin, err = buildBase(*dir, *base); err != nil {
+			return err
+		}
+	}
+	var before []string
 	fmt.Println("| submissions | floor (read) | verify --dump | ratio | verify peak RSS | floor (read+write) | rebuild --dump --out | ratio | rebuild peak RSS |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	var rssByN []struct {
@@ -146,6 +154,19 @@ func run(args []string) error {
 			return err
 		}
 		_ = os.RemoveAll(outs)
+		if baseBin != "" && n <= 1_000_000 {
+			bv, err := measure(true, baseBin, "verify", "--dump", d, "--max-diffs", "0")
+			if err != nil {
+				return err
+			}
+			br, err := measure(false, baseBin, "rebuild", "--dump", d, "--out", filepath.Join(outs, "base"), "--max-diffs", "0")
+			if err != nil {
+				return err
+			}
+			_ = os.RemoveAll(outs)
+			before = append(before, fmt.Sprintf("| %d | %.2f s (%.2fx floor) | %d MB | %.2f s (%.2fx floor) | %d MB |", n,
+				bv.cpu.Seconds(), bv.cpu.Seconds()/fv.cpu.Seconds(), bv.rss>>20, br.cpu.Seconds(), br.cpu.Seconds()/fr.cpu.Seconds(), br.rss>>20))
+		}
 		fmt.Printf("| %d | %.2f s | %.2f s | **%.2fx** | %d MB | %.2f s | %.2f s | **%.2fx** | %d MB |\n", n,
 			fv.cpu.Seconds(), v.cpu.Seconds(), v.cpu.Seconds()/fv.cpu.Seconds(), v.rss>>20,
 			fr.cpu.Seconds(), r.cpu.Seconds(), r.cpu.Seconds()/fr.cpu.Seconds(), r.rss>>20)
@@ -161,25 +182,58 @@ func run(args []string) error {
 			float64(b.vr-a.vr)/per/(1<<20), float64(b.rr-a.rr)/per/(1<<20))
 	}
 	fmt.Println()
+	if len(before) > 0 {
+		fmt.Printf("\nthe same offline commands at %s (the dump loaded into memstore), sizes up to 1M:\n", *base)
+		fmt.Println("| submissions | verify --dump CPU | peak RSS | rebuild --dump --out CPU | peak RSS |")
+		fmt.Println("|---|---|---|---|---|")
+		for _, l := range before {
+			fmt.Println(l)
+		}
+	}
 	if *base != "" {
 		return onlineBench(*dir, *base)
 	}
 	return nil
 }
 
+// baseSource unpacks revision base (git archive) under dir once.
+func baseSource(dir, base string) (string, error) {
+	baseDir := filepath.Join(dir, "base-"+base)
+	if _, err := os.Stat(baseDir); err == nil {
+		return baseDir, nil
+	}
+	if err := os.MkdirAll(baseDir, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.Command("sh", "-c", fmt.Sprintf("git archive %s | tar -x -C %s", base, baseDir))
+	if out, err := archive.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(baseDir)
+		return "", fmt.Errorf("git archive %s: %w\n%s", base, err, out)
+	}
+	return baseDir, nil
+}
+
+// buildBase builds the materializer binary of revision base.
+func buildBase(dir, base string) (string, error) {
+	src, err := baseSource(dir, base)
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "materializer-"+base)
+	build := exec.Command("go", "build", "-o", bin, "./cmd/materializer")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %w\n%s", base, err, out)
+	}
+	return bin, nil
+}
+
 // onlineBench runs watch.BenchmarkRebuild (1M submissions through
 // memstore) built at base and at the working tree, one after the other.
 func onlineBench(dir, base string) error {
-	baseDir := filepath.Join(dir, "base-"+base)
-	if _, err := os.Stat(baseDir); err != nil {
-		if err := os.MkdirAll(baseDir, 0o755); err != nil {
-			return err
-		}
-		archive := exec.Command("sh", "-c", fmt.Sprintf("git archive %s | tar -x -C %s", base, baseDir))
-		if out, err := archive.CombinedOutput(); err != nil {
-			_ = os.RemoveAll(baseDir)
-			return fmt.Errorf("git archive %s: %w\n%s", base, err, out)
-		}
+	baseDir, err := baseSource(dir, base)
+	if err != nil {
+		return err
 	}
 	bins := map[string]string{"before (" + base + ")": filepath.Join(dir, "watch-base.test"), "after (working tree)": filepath.Join(dir, "watch-head.test")}
 	for label, b := range bins {
@@ -192,7 +246,7 @@ func onlineBench(dir, base string) error {
 		}
 	}
 	fmt.Println("\nonline rebuild through memstore (watch.BenchmarkRebuild, 1,000,000 submissions, one op):")
-	fmt.Println("| code | time/op | CPU per submission | allocated/op |")
+	fmt.Println("| code | time/op (wall) | per submission | allocated/op |")
 	fmt.Println("|---|---|---|---|")
 	nsRE := regexp.MustCompile(`BenchmarkRebuild\S*\s+\d+\s+(\d+) ns/op.*?(\d+) B/op`)
 	var ns []float64
@@ -212,6 +266,6 @@ func onlineBench(dir, base string) error {
 		ns = append(ns, v)
 		fmt.Printf("| %s | %.2f s | %.0f ns | %.0f MB |\n", label, v/1e9, v/1e6, alloc/1e6)
 	}
-	fmt.Printf("\nonline rebuild CPU per submission after/before: **%.2fx**\n", ns[1]/ns[0])
+	fmt.Printf("\nonline rebuild time per submission after/before: **%.2fx**\n", ns[1]/ns[0])
 	return nil
 }
