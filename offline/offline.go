@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -180,12 +181,15 @@ type homework struct {
 	// (the last document-valued one among duplicate keys, as
 	// materialize.DecodeHomework reads key sets).
 	students map[string][]byte
-	// fix maps user+"\x00"+problemKey to the derived value of a drifted
+	// fix maps (user, problem key) to the derived value of a drifted
 	// entry (kept only when writing an output).
-	fix     map[string]materialize.Entry
+	fix     map[entryKey]materialize.Entry
 	drifted bool
 	grow    int // size change of the corrected document, bytes
 }
+
+// entryKey names an entry of a homework.
+type entryKey struct{ user, pk string }
 
 type user struct {
 	raw    bson.Raw
@@ -638,9 +642,9 @@ func (s *state) Entry(h bson.ObjectID, userName, pk string, e materialize.Entry)
 	hw.grow += e.EncodedSize() - len(v.Value)
 	if s.opts.Out != "" {
 		if hw.fix == nil {
-			hw.fix = make(map[string]materialize.Entry)
+			hw.fix = make(map[entryKey]materialize.Entry)
 		}
-		hw.fix[userName+"\x00"+pk] = e
+		hw.fix[entryKey{userName, pk}] = e
 	}
 	return nil
 }
@@ -690,7 +694,7 @@ func (s *state) checkSizes() error {
 func (s *state) writeUsers(emit func([]byte) error) error {
 	for _, sl := range s.userOrder {
 		raw, u := sl.raw, sl.of
-		if u == nil || u.fix == nil || s.users[mustName(raw)] != u {
+		if u == nil || u.fix == nil {
 			if err := emit(raw); err != nil {
 				return err
 			}
@@ -708,7 +712,7 @@ func (s *state) writeUsers(emit func([]byte) error) error {
 }
 
 func (s *state) writeHomeworks(emit func([]byte) error) error {
-	var buf, key []byte
+	var buf []byte
 	for _, sl := range s.hwOrder {
 		raw, hw := sl.raw, sl.of
 		if hw == nil || hw.fix == nil {
@@ -719,8 +723,7 @@ func (s *state) writeHomeworks(emit func([]byte) error) error {
 		}
 		var err error
 		buf, err = materialize.PatchEntries(buf[:0], raw, func(user, pk []byte) (materialize.Entry, bool) {
-			key = append(append(append(key[:0], user...), 0), pk...)
-			e, ok := hw.fix[string(key)]
+			e, ok := hw.fix[entryKey{unsafeString(user), unsafeString(pk)}]
 			return e, ok
 		})
 		if err != nil {
@@ -737,8 +740,10 @@ func (s *state) writeHomeworks(emit func([]byte) error) error {
 	return nil
 }
 
-// mustName is the _id of a user document that decoded before.
-func mustName(raw bson.Raw) string {
-	name, _ := materialize.DecodeUserID(raw)
-	return name
+// unsafeString views b as a string for a map lookup (the key is not kept).
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
