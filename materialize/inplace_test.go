@@ -185,3 +185,26 @@ func TestPatchEntriesEqualsPatchHomework(t *testing.T) {
 		t.Fatal("no vector homework changed: the comparison is empty")
 	}
 }
+
+// TestUserValueEncoding: the hand-encoded derived user fields are the
+// bytes the reflection-based encoder gives for UserStats.Fields.
+func TestUserValueEncoding(t *testing.T) {
+	for _, st := range []materialize.UserStats{
+		{ACProblemIDs: []int64{}},
+		{Submission: 12, ACSubmission: 3, ACProblemIDs: []int64{7, 1, 1 << 40, -2}},
+		{Submission: 1 << 33, ACSubmission: math.MinInt64, ACProblemIDs: make([]int64, 12)},
+	} {
+		doc := mtest.Raw("_id", "u", "x", int32(1))
+		got, err := materialize.PatchUser(doc, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := bson.Marshal(append(bson.D{{Key: "_id", Value: "u"}, {Key: "x", Value: int32(1)}}, st.Fields()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%+v:\n got %x\nwant %x", st, got, want)
+		}
+	}
+}
