@@ -497,14 +497,26 @@ func DecodeProblem(doc bson.Raw) (Problem, error) {
 // a document is an error; a single user's value that is not a document is
 // recorded in Skipped and holds no entries. Errors are *DecodeError.
 func DecodeHomework(doc bson.Raw) (Homework, error) {
-	return DecodeHomeworkInterned(doc, nil)
+	return HomeworkDecoder{}.Decode(doc)
 }
 
-// DecodeHomeworkInterned is DecodeHomework with the usernames and problem
-// keys of studentStatus taken from intern (given their bytes, valid only
-// during the call), so that a caller holding many homeworks shares one
-// string per distinct name. A nil intern allocates.
-func DecodeHomeworkInterned(doc bson.Raw, intern func([]byte) string) (Homework, error) {
+// HomeworkDecoder decodes homework documents as DecodeHomework does, for
+// a caller holding many of them.
+type HomeworkDecoder struct {
+	// Intern, when set, gives the string of a studentStatus username or
+	// problem key (from its bytes, valid only during the call), so that
+	// one string per distinct name is shared.
+	Intern func([]byte) string
+	// User, when set, is called for each studentStatus.<user> that is a
+	// document (the key set's source), in document order, with the bytes
+	// of that document (a slice of doc): a caller comparing stored values
+	// finds them without a second walk.
+	User func(user string, entries []byte)
+}
+
+// Decode is DecodeHomework with the decoder's options.
+func (hd HomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
+	intern := hd.Intern
 	if intern == nil {
 		intern = func(b []byte) string { return string(b) }
 	}
@@ -568,6 +580,9 @@ func DecodeHomeworkInterned(doc bson.Raw, intern func([]byte) string) (Homework,
 			set[intern(pkey)] = struct{}{}
 		}
 		h.Students[user] = set
+		if hd.User != nil {
+			hd.User(user, uval)
+		}
 	}
 	return h, nil
 }

@@ -324,14 +324,16 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		p.Add(1)
 		n++
 		raw := bson.Raw(bytes.Clone(doc))
-		h, err := materialize.DecodeHomeworkInterned(raw, s.internKey)
+		students := make(map[string][]byte)
+		h, err := materialize.HomeworkDecoder{Intern: s.internKey,
+			User: func(user string, entries []byte) { students[user] = entries }}.Decode(raw)
 		if err != nil {
 			s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw})
 			return s.malformed(d, materialize.CollHomework, n, err)
 		}
 		s.rep.Malformed = append(s.rep.Malformed, h.Skipped...)
 		s.cat.AddHomework(h)
-		hw := &homework{raw: raw, students: studentDocs(raw, s.internKey)}
+		hw := &homework{raw: raw, students: students}
 		s.homeworks[h.ID] = hw
 		s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw, of: hw})
 		return nil
@@ -361,34 +363,6 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		s.userOrder = append(s.userOrder, slot[user]{raw: raw, of: u})
 		return nil
 	})
-}
-
-// studentDocs indexes a homework's studentStatus: user → the bytes of its
-// document (later duplicates win; non-document values hold no entries).
-func studentDocs(raw bson.Raw, intern func([]byte) string) map[string][]byte {
-	ss, err := raw.LookupErr(materialize.FieldStudentStatus)
-	if err != nil {
-		return nil
-	}
-	ssd, ok := ss.DocumentOK()
-	if !ok {
-		return nil
-	}
-	out := make(map[string][]byte)
-	rem := []byte(ssd)[4 : len(ssd)-1]
-	for len(rem) > 0 {
-		el, next, ok := bsoncore.ReadElement(rem)
-		if !ok {
-			break
-		}
-		rem = next
-		key, err := el.KeyBytesErr()
-		if err != nil || bson.Type(el[0]) != bson.TypeEmbeddedDocument {
-			continue
-		}
-		out[intern(key)] = el[len(key)+2:]
-	}
-	return out
 }
 
 // internKey returns the one string held for a studentStatus key.
