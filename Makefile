@@ -48,7 +48,7 @@ REQUIRE_PROMTOOL ?=
 export CGO_ENABLED := 1
 
 .PHONY: help build test test-integration lint vet staticcheck fuzz bench bench-integration \
-        up down logs docker-build compose-config clean mutate
+        up down logs docker-build compose-config clean mutate bench-offline
 
 help: ## List the targets
 	@echo "Usage: make <target> [VAR=value]"
@@ -86,6 +86,16 @@ fuzz: ## Fuzz the penalty evaluator for FUZZTIME (default 2m)
 
 bench: ## Benchmarks over the in-memory store (no server)
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem -timeout 30m $(PKGS)
+
+# Offline benchmark: dumps are kept in BENCH_OFFLINE_DIR and reused; the online
+# rebuild's before figure is built from BENCH_BASE (git archive of that revision).
+BENCH_OFFLINE_DIR   ?= $(or $(TMPDIR),/tmp)/noj-offline-bench
+BENCH_OFFLINE_SIZES ?= 100000,1000000,3000000
+BENCH_BASE          ?= dc568c2
+
+bench-offline: build ## verify/rebuild --dump CPU and peak RSS vs a floor reader at 100k/1M/3M submissions (seeds dumps once, ~1.5 GB disk)
+	$(GO) build -o bin/offlinebench ./cmd/offlinebench
+	bin/offlinebench run --dir $(BENCH_OFFLINE_DIR) --sizes $(BENCH_OFFLINE_SIZES) --bin $(BIN) --base $(BENCH_BASE)
 
 bench-integration: ## End-to-end benchmarks: need MATERIALIZER_TEST_MONGODB_URI (a replica set) or Docker
 	@if [ -z "$${MATERIALIZER_TEST_MONGODB_URI:-}" ]; then \

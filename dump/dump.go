@@ -239,3 +239,264 @@ func Write(dir string, docs map[string][]bson.Raw) error {
 	}
 	return nil
 }
+
+// File returns the path of coll's file (.bson or .bson.gz), or "" when the
+// dump has none.
+func (d Dir) File(coll string) string {
+	p, _, _ := find(d.Path, coll)
+	return p
+}
+
+// Missing returns the source collections (Sources) that have no file in
+// the dump: a dump without one of them cannot be checked, since an absent
+// file would read as an empty collection and verify as clean.
+func (d Dir) Missing() []string {
+	var out []string
+	for _, c := range Sources {
+		if _, _, ok := find(d.Path, c); !ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// maxDocument bounds a document's declared length while reading (twice
+// MongoDB's 16 MiB limit, as mongodump files never hold more): a corrupt
+// length is reported instead of allocated.
+const maxDocument = 32 << 20
+
+// Each calls fn with every document of coll in file order, without
+// holding the collection in memory: doc points into a read buffer and is
+// valid only during the call (a caller keeping it must copy it). Every
+// document's framing is checked (its length within the file, its
+// terminator); with deep, the whole document is validated too, as
+// bson.Raw.Validate does. A caller passing deep=false must check the
+// elements it reads itself (materialize.DecodeSubmission checks every
+// top-level element). A truncated or corrupt file is an error naming the
+// file and the document's offset. A missing collection file calls fn for
+// nothing.
+func (d Dir) Each(coll string, deep bool, fn func(doc bson.Raw) error) error {
+	p, gz, ok := find(d.Path, coll)
+	if !ok {
+		return nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("read dump: %w", err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if gz {
+		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 256<<10))
+		if err != nil {
+			return fmt.Errorf("read dump %s: %w", p, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	// Documents are sliced out of large reads, not copied one by one.
+	buf := make([]byte, 4<<20)
+	var start, end int
+	eof := false
+	// fill reads until buf[start:end] holds n bytes or the file ends.
+	fill := func(n int) error {
+		if start+n > len(buf) {
+			if n > len(buf) {
+				nb := make([]byte, n)
+				end = copy(nb, buf[start:end])
+				buf = nb
+			} else {
+				end = copy(buf, buf[start:end])
+			}
+			start = 0
+		}
+		for end-start < n && !eof {
+			m, err := r.Read(buf[end:])
+			end += m
+			if errors.Is(err, io.EOF) {
+				eof = true
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var off int64
+	for {
+		if err := fill(4); err != nil {
+			return fmt.Errorf("read dump %s: document at byte %d: %w", p, off, err)
+		}
+		if end == start {
+			return nil
+		}
+		if end-start < 4 {
+			return fmt.Errorf("read dump %s: document at byte %d: truncated length: %w", p, off, io.ErrUnexpectedEOF)
+		}
+		b := buf[start:]
+		size := int(int32(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24))
+		if size < 5 || size > maxDocument {
+			return fmt.Errorf("read dump %s: document at byte %d: invalid length %d", p, off, size)
+		}
+		if err := fill(size); err != nil {
+			return fmt.Errorf("read dump %s: document at byte %d: %w", p, off, err)
+		}
+		if end-start < size {
+			return fmt.Errorf("read dump %s: document at byte %d: truncated document: %w", p, off, io.ErrUnexpectedEOF)
+		}
+		doc := bson.Raw(buf[start : start+size])
+		if doc[size-1] != 0 {
+			return fmt.Errorf("read dump %s: document at byte %d: document does not end with a NUL byte", p, off)
+		}
+		if deep {
+			if err := doc.Validate(); err != nil {
+				return fmt.Errorf("read dump %s: document at byte %d: %w", p, off, err)
+			}
+		}
+		if err := fn(doc); err != nil {
+			return err
+		}
+		start += size
+		off += int64(size)
+	}
+}
+
+// Rewrite produces the documents of a rewritten collection file: it calls
+// emit once per document, in order.
+type Rewrite func(emit func(doc []byte) error) error
+
+// CopyTo writes a corrected copy of the dump into the existing empty
+// directory out, in the same layout: every file under d.Root (other
+// databases, metadata, oplog.bson) is copied byte for byte, except the
+// BSON files of the collections in rewrite in the database directory,
+// whose documents come from rewrite (in the same compression). Callers
+// write into a temporary directory and rename it into place, so that a
+// failure leaves no partial output.
+func (d Dir) CopyTo(out string, rewrite map[string]Rewrite) error {
+	root := d.Root
+	if root == "" {
+		root = d.Path
+	}
+	outAbs, err := filepath.Abs(out)
+	if err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	}
+	return filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("read dump: %w", err)
+		}
+		if abs, _ := filepath.Abs(path); abs == outAbs {
+			return fs.SkipDir
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(out, rel)
+		if e.IsDir() {
+			if rel == "." {
+				return nil
+			}
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return fmt.Errorf("write dump: %w", err)
+			}
+			return nil
+		}
+		name := e.Name()
+		if filepath.Dir(path) == filepath.Clean(d.Path) {
+			coll := strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".bson")
+			rw, ok := rewrite[coll]
+			if ok && (strings.HasSuffix(name, ".bson") || strings.HasSuffix(name, ".bson.gz")) {
+				return writeBSONFunc(dst, strings.HasSuffix(name, ".gz"), rw)
+			}
+		}
+		return copyFile(path, dst)
+	})
+}
+
+func writeBSONFunc(path string, gz bool, rw Rewrite) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("write dump %s: %w", path, cerr)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	var w io.Writer = bw
+	var zw *gzip.Writer
+	if gz {
+		zw = gzip.NewWriter(bw)
+		w = zw
+	}
+	if err := rw(func(doc []byte) error {
+		if _, err := w.Write(doc); err != nil {
+			return fmt.Errorf("write dump %s: %w", path, err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return fmt.Errorf("write dump %s: %w", path, err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write dump %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteStream creates a dump directory holding the collections colls as
+// plain .bson files with minimal .metadata.json files, their documents
+// coming from gen (any order across collections; a document of another
+// collection is an error), without holding them in memory. dir must not
+// exist or be empty.
+func WriteStream(dir string, colls []string, gen func(emit func(coll string, doc bson.Raw) error) error) (err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	}
+	if entries, err := os.ReadDir(dir); err != nil {
+		return fmt.Errorf("write dump: %w", err)
+	} else if len(entries) > 0 {
+		return fmt.Errorf("write dump: %s is not empty (refusing to overwrite)", dir)
+	}
+	type file struct {
+		f *os.File
+		w *bufio.Writer
+	}
+	files := make(map[string]*file, len(colls))
+	defer func() {
+		for _, f := range files {
+			if ferr := f.w.Flush(); err == nil && ferr != nil {
+				err = fmt.Errorf("write dump: %w", ferr)
+			}
+			if cerr := f.f.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("write dump: %w", cerr)
+			}
+		}
+	}()
+	for _, coll := range colls {
+		f, err := os.Create(filepath.Join(dir, coll+".bson"))
+		if err != nil {
+			return fmt.Errorf("write dump: %w", err)
+		}
+		files[coll] = &file{f: f, w: bufio.NewWriterSize(f, 1<<20)}
+		meta := fmt.Sprintf(`{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id":{"$numberInt":"1"}},"name":"_id_"}],"uuid":"","collectionName":%q,"type":"collection"}`, coll)
+		if err := os.WriteFile(filepath.Join(dir, coll+".metadata.json"), []byte(meta), 0o644); err != nil {
+			return fmt.Errorf("write dump: %w", err)
+		}
+	}
+	return gen(func(coll string, doc bson.Raw) error {
+		f, ok := files[coll]
+		if !ok {
+			return fmt.Errorf("write dump: unexpected collection %q", coll)
+		}
+		if _, err := f.w.Write(doc); err != nil {
+			return fmt.Errorf("write dump %s: %w", coll, err)
+		}
+		return nil
+	})
+}

@@ -1,6 +1,7 @@
 package materialize
 
 import (
+	"encoding/hex"
 	"errors"
 	"math/big"
 	"slices"
@@ -204,7 +205,7 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 	slots := make([]slot, 0, len(homeworks))
 	for _, h := range homeworks {
 		if h.HasEntry(user, problem) {
-			slots = append(slots, slot{hw: h, e: StartEntry()})
+			slots = append(slots, slot{hw: h})
 		}
 	}
 	if d.Trace != nil {
@@ -218,9 +219,32 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 		return res
 	}
 	SortSubmissions(subs)
+	counts := func(s *Submission) bool {
+		return s.User == user && s.Problem == problem && s.Judged() && !s.Handwritten
+	}
+	// The ids of the counting submissions, hex-encoded into one string
+	// (one allocation per pair, not one per submission), and each entry's
+	// list allocated at its final size.
+	n := 0
+	for i := range subs {
+		if counts(&subs[i]) {
+			n++
+		}
+	}
+	hexIDs := make([]byte, 0, 24*n)
+	for i := range subs {
+		if counts(&subs[i]) {
+			hexIDs = hex.AppendEncode(hexIDs, subs[i].ID[:])
+		}
+	}
+	allIDs := string(hexIDs)
+	for j := range slots {
+		slots[j].e.SubmissionIDs = make([]string, 0, n)
+	}
+	k := 0
 	for i := range subs {
 		s := &subs[i]
-		if s.User != user || s.Problem != problem || !s.Judged() || s.Handwritten {
+		if !counts(s) {
 			if d.Trace != nil {
 				d.Trace.PairSubmission(s, false)
 			}
@@ -229,7 +253,8 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 		if d.Trace != nil {
 			d.Trace.PairSubmission(s, true)
 		}
-		id := s.ID.Hex()
+		id := allIDs[24*k : 24*k+24]
+		k++
 		cur := s.Score
 		for j := range slots {
 			st := &slots[j].e

@@ -128,13 +128,6 @@ func DecodeEntry(v bson.RawValue) (e Entry, ok bool) {
 	return e, haveScore && haveStatus && haveIDs
 }
 
-// MatchesStored reports whether the stored value v already equals e, in
-// which case writing e is skipped.
-func (e Entry) MatchesStored(v bson.RawValue) bool {
-	f, ok := DecodeEntry(v)
-	return ok && e.Equal(f)
-}
-
 // Fields returns the derived user fields as a $set document.
 func (u UserStats) Fields() bson.D {
 	ids := make(bson.A, len(u.ACProblemIDs))

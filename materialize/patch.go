@@ -2,6 +2,8 @@ package materialize
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -15,23 +17,21 @@ func PatchUser(doc bson.Raw, st UserStats) (bson.Raw, error) {
 	if err := checkBytes(doc); err != nil {
 		return nil, fmt.Errorf("patch user: %w", err)
 	}
-	fields := st.Fields()
-	repl := make(map[string][]byte, len(fields))
-	order := make([]string, 0, len(fields))
-	for _, f := range fields {
-		v, err := marshalValue(f.Value)
-		if err != nil {
-			return nil, err
-		}
-		repl[f.Key] = v
-		order = append(order, f.Key)
+	// The values as st.Fields() holds them, encoded by hand (type byte,
+	// then value bytes): the reflection-based encoder dominated a
+	// rebuild's output of every user.
+	order := []string{FieldSubmission, FieldACSubmission, FieldACProblemIDs}
+	repl := map[string][]byte{
+		FieldSubmission:   intValueBytes(st.Submission),
+		FieldACSubmission: intValueBytes(st.ACSubmission),
+		FieldACProblemIDs: idsValueBytes(st.ACProblemIDs),
 	}
 	elems, err := doc.Elements()
 	if err != nil {
 		return nil, fmt.Errorf("patch user %s: %w", docID(doc), err)
 	}
 	idx, out := bsoncore.AppendDocumentStart(nil)
-	seen := make(map[string]bool, len(fields))
+	seen := make(map[string]bool, len(order))
 	for _, el := range elems {
 		k := el.Key()
 		if v, ok := repl[k]; ok && !seen[k] {
@@ -119,12 +119,22 @@ func PatchHomework(doc bson.Raw, entries map[string]map[string]Entry) (out bson.
 	return buf, changed, err
 }
 
-// marshalValue encodes v as a BSON element with an empty key and returns
-// type byte followed by the value bytes (the key's terminator removed).
-func marshalValue(v any) ([]byte, error) {
-	t, data, err := bson.MarshalValue(v)
-	if err != nil {
-		return nil, err
+// intValueBytes is the type byte and value bytes of n as intBSON encodes it.
+func intValueBytes(n int64) []byte {
+	if n >= math.MinInt32 && n <= math.MaxInt32 {
+		return bsoncore.AppendInt32([]byte{byte(bson.TypeInt32)}, int32(n))
 	}
-	return append([]byte{byte(t)}, data...), nil
+	return bsoncore.AppendInt64([]byte{byte(bson.TypeInt64)}, n)
+}
+
+// idsValueBytes is the type byte and value bytes of an array of problem ids
+// as UserStats.Fields encodes it.
+func idsValueBytes(ids []int64) []byte {
+	out := []byte{byte(bson.TypeArray)}
+	idx, out := bsoncore.AppendArrayStart(out)
+	for i, p := range ids {
+		out = appendIntElement(out, strconv.Itoa(i), p)
+	}
+	out, _ = bsoncore.AppendArrayEnd(out, idx)
+	return out
 }

@@ -66,11 +66,6 @@ type Sink interface {
 // contiguous in the input.
 var ErrUngrouped = errors.New("submissions not grouped by user")
 
-type pairKey struct {
-	user    string
-	problem int64
-}
-
 // Builder is the streaming full derivation: feed it every submission
 // grouped by (user, problem), all groups of a user contiguous, then call
 // Finish. Memory is bounded by the catalog, the largest group and the
@@ -84,7 +79,10 @@ type Builder struct {
 	started bool
 	tally   UserTally
 	done    map[string]struct{}
-	covered map[pairKey]struct{}
+	// covered maps a user to the problems whose groups emitted entries
+	// (sorted),
+	// so Finish skips a user without any by one lookup per homework user.
+	covered map[string][]int64
 
 	// PenaltyErrors counts failed penalty evaluations so far.
 	PenaltyErrors int
@@ -92,7 +90,7 @@ type Builder struct {
 
 // NewBuilder returns a Builder writing to sink.
 func NewBuilder(d *Deriver, cat *Catalog, sink Sink) *Builder {
-	return &Builder{d: d, cat: cat, sink: sink, done: make(map[string]struct{}), covered: make(map[pairKey]struct{})}
+	return &Builder{d: d, cat: cat, sink: sink, done: make(map[string]struct{}), covered: make(map[string][]int64)}
 }
 
 // Group derives one (user, problem) group. subs must all belong to the
@@ -115,7 +113,11 @@ func (b *Builder) Group(user string, problem int64, subs []Submission) error {
 	res := b.d.Pair(user, problem, subs, b.cat.Visited(problem))
 	b.PenaltyErrors += res.PenaltyErrors
 	if len(res.Entries) > 0 {
-		b.covered[pairKey{user, problem}] = struct{}{}
+		// Kept sorted: appended in order when groups come sorted.
+		c := b.covered[user]
+		if i, found := slices.BinarySearch(c, problem); !found {
+			b.covered[user] = slices.Insert(c, i, problem)
+		}
 	}
 	pk := ProblemKey(problem)
 	for _, he := range res.Entries {
@@ -154,8 +156,9 @@ func (b *Builder) Finish(users []string) error {
 	}
 	for _, h := range b.cat.Homeworks {
 		for u, probs := range h.Students {
+			covered := b.covered[u]
 			for pk := range probs {
-				if b.reached(h, u, pk) {
+				if len(covered) > 0 && b.reached(h, covered, pk) {
 					continue
 				}
 				if err := b.sink.Entry(h.ID, u, pk, StartEntry()); err != nil {
@@ -167,13 +170,11 @@ func (b *Builder) Finish(users []string) error {
 	return nil
 }
 
-// reached reports whether a group already emitted entry (h, u, pk).
-func (b *Builder) reached(h *Homework, user, pk string) bool {
+// reached reports whether a group already emitted entry (h, u, pk), given
+// the problems covered of user u.
+func (b *Builder) reached(h *Homework, covered []int64, pk string) bool {
 	p, ok := ParseProblemKey(pk)
-	if !ok {
-		return false
-	}
-	if _, ok := b.covered[pairKey{user, p}]; !ok {
+	if _, found := slices.BinarySearch(covered, p); !ok || !found {
 		return false
 	}
 	return slices.Contains(b.cat.Visited(p), h)

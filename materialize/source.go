@@ -2,6 +2,7 @@ package materialize
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -54,6 +55,10 @@ type DecodeError struct {
 func (e *DecodeError) Error() string {
 	return fmt.Sprintf("malformed %s %s: field %q: %s", e.Collection, e.ID, e.Field, e.Reason)
 }
+
+// Unreadable reports whether the document's bytes themselves are corrupt
+// (rather than a field missing or of the wrong type).
+func (e *DecodeError) Unreadable() bool { return e.Field == wholeDocument }
 
 // ErrMalformed is matched by every *DecodeError through errors.Is.
 var ErrMalformed = errors.New("malformed source document")
@@ -129,7 +134,8 @@ type Homework struct {
 
 // HasEntry reports whether studentStatus[user][str(problem)] exists.
 func (h *Homework) HasEntry(user string, problem int64) bool {
-	_, ok := h.Students[user][ProblemKey(problem)]
+	var buf [20]byte
+	_, ok := h.Students[user][string(strconv.AppendInt(buf[:0], problem, 10))]
 	return ok
 }
 
@@ -164,7 +170,7 @@ func checkBytes(doc bson.Raw) error {
 	if err := doc.Validate(); err != nil {
 		return err
 	}
-	return scanFields(doc, func(string, bson.RawValue) {})
+	return scanFields(doc, func([]byte, bson.RawValue) {})
 }
 
 // docID renders a document's _id for error messages.
@@ -195,13 +201,25 @@ func lookup(doc bson.Raw, key ...string) (bson.RawValue, bool) {
 func IntValue(v bson.RawValue) (int64, bool) { return intValue(v) }
 
 func intValue(v bson.RawValue) (int64, bool) {
+	// The little-endian bytes are read directly (RawValue.Int32 and kin
+	// convert through bsoncore and panic on short data; this is the
+	// hottest read of a rebuild).
 	switch v.Type {
 	case bson.TypeInt32:
-		return int64(v.Int32()), true
+		if len(v.Value) < 4 {
+			return 0, false
+		}
+		return int64(int32(binary.LittleEndian.Uint32(v.Value))), true
 	case bson.TypeInt64:
-		return v.Int64(), true
+		if len(v.Value) < 8 {
+			return 0, false
+		}
+		return int64(binary.LittleEndian.Uint64(v.Value)), true
 	case bson.TypeDouble:
-		f := v.Double()
+		if len(v.Value) < 8 {
+			return 0, false
+		}
+		f := math.Float64frombits(binary.LittleEndian.Uint64(v.Value))
 		if f != math.Trunc(f) || f < -(1<<63) || f >= 1<<63 {
 			return 0, false
 		}
@@ -229,12 +247,31 @@ func objectIDField(coll string, doc bson.Raw) (bson.ObjectID, error) {
 // rebuild decodes every submission), the first occurrence of a key
 // winning as with Lookup.
 func DecodeSubmission(doc bson.Raw) (Submission, error) {
+	return DecodeSubmissionInterned(doc, nil)
+}
+
+// DecodeSubmissionInterned is DecodeSubmission with the user name taken
+// from intern (given the name's bytes, valid only during the call), so a
+// caller reading millions of submissions of a few thousand users can share
+// one string per user instead of allocating one per submission. A nil
+// intern allocates.
+func DecodeSubmissionInterned(doc bson.Raw, intern func([]byte) string) (Submission, error) {
 	const c = CollSubmission
 	var s Submission
 	var id, user, prob, ts, lang, status, score bson.RawValue
-	if err := scanFields(doc, func(key string, v bson.RawValue) {
+	length, rem, ok := bsoncore.ReadLength(doc)
+	if !ok || int(length) > len(doc) || length < 5 {
+		return s, malformed(c, doc, wholeDocument, "unreadable document: bad document length")
+	}
+	rem = rem[:length-5]
+	for len(rem) > 0 {
+		t, key, val, rest, ok := nextElement(rem)
+		if !ok {
+			return s, malformed(c, doc, wholeDocument, "unreadable document: bad element")
+		}
+		rem = rest
 		var slot *bson.RawValue
-		switch key {
+		switch string(key) {
 		case "_id":
 			slot = &id
 		case "user":
@@ -250,16 +287,13 @@ func DecodeSubmission(doc bson.Raw) (Submission, error) {
 		case "score":
 			slot = &score
 		default:
-			return
+			continue
 		}
 		if slot.Type == 0 {
-			*slot = v
+			*slot = bson.RawValue{Type: t, Value: val}
 		}
-	}); err != nil {
-		return s, malformed(c, doc, wholeDocument, "unreadable document: %v", err)
 	}
 	present := func(v bson.RawValue) bool { return v.Type != 0 && v.Type != bson.TypeNull }
-	var ok bool
 	if !present(id) {
 		return s, malformed(c, doc, "_id", "missing")
 	}
@@ -269,8 +303,12 @@ func DecodeSubmission(doc bson.Raw) (Submission, error) {
 	if !present(user) {
 		return s, malformed(c, doc, "user", "missing")
 	}
-	if s.User, ok = user.StringValueOK(); !ok {
+	if name, ok := stringBytes(user); !ok {
 		return s, malformed(c, doc, "user", "want a string, have BSON %s", user.Type)
+	} else if intern != nil {
+		s.User = intern(name)
+	} else {
+		s.User = string(name)
 	}
 	if !present(prob) {
 		return s, malformed(c, doc, "problem", "missing")
@@ -308,31 +346,111 @@ func DecodeSubmission(doc bson.Raw) (Submission, error) {
 	return s, nil
 }
 
+// stringBytes returns the bytes of a BSON string value without copying
+// them, with the checks of bsoncore's readstring (bsoncore.go:743 in
+// mongo-driver v2.10.0), which StringValueOK uses but which allocates.
+func stringBytes(v bson.RawValue) ([]byte, bool) {
+	if v.Type != bson.TypeString {
+		return nil, false
+	}
+	l, rem, ok := bsoncore.ReadLength(v.Value)
+	if !ok || len(v.Value[4:]) < int(l) || l <= 0 {
+		return nil, false
+	}
+	return rem[:l-1], true
+}
+
 // scanFields calls fn for each top-level element of doc, without
-// allocating, or returns an error for a malformed document.
-func scanFields(doc bson.Raw, fn func(key string, v bson.RawValue)) error {
+// allocating (key is valid only during the call), or returns an error for
+// a malformed document.
+func scanFields(doc bson.Raw, fn func(key []byte, v bson.RawValue)) error {
 	length, rem, ok := bsoncore.ReadLength(doc)
 	if !ok || int(length) > len(doc) || length < 5 {
 		return fmt.Errorf("bad document length")
 	}
 	rem = rem[:length-5]
 	for len(rem) > 0 {
-		var el bsoncore.Element
-		el, rem, ok = bsoncore.ReadElement(rem)
-		if !ok {
+		var t bson.Type
+		var key, val []byte
+		if t, key, val, rem, ok = nextElement(rem); !ok {
 			return fmt.Errorf("bad element")
 		}
-		key, err := el.KeyErr()
-		if err != nil {
-			return err
-		}
-		val, err := el.ValueErr()
-		if err != nil {
-			return err
-		}
-		fn(key, bson.RawValue{Type: bson.Type(val.Type), Value: val.Data})
+		fn(key, bson.RawValue{Type: t, Value: val})
 	}
 	return nil
+}
+
+// nextElement reads the first element of rem (the elements of a document
+// between its length and its terminator): its type, key and value bytes,
+// and the rest. It accepts exactly what bsoncore.ReadElement and
+// Element.ValueErr accept (bsoncore.go:102 and valueLength at bsoncore.go:648
+// in mongo-driver v2.10.0), in one pass over the key instead of three.
+func nextElement(rem []byte) (t bson.Type, key, val, rest []byte, ok bool) {
+	if len(rem) < 1 {
+		return 0, nil, nil, rem, false
+	}
+	t = bson.Type(rem[0])
+	// Keys are short: a plain loop beats IndexByte's call and setup.
+	i := 1
+	for i < len(rem) && rem[i] != 0 {
+		i++
+	}
+	if i >= len(rem) {
+		return 0, nil, nil, rem, false
+	}
+	key = rem[1:i]
+	v := rem[i+1:]
+	var n int64
+	switch t {
+	case bson.TypeInt32:
+		n = 4
+	case bson.TypeDateTime, bson.TypeDouble, bson.TypeInt64, bson.TypeTimestamp:
+		n = 8
+	case bson.TypeObjectID:
+		n = 12
+	case bson.TypeBoolean:
+		n = 1
+	case bson.TypeNull, bson.TypeUndefined, bson.TypeMinKey, bson.TypeMaxKey:
+		n = 0
+	case bson.TypeDecimal128:
+		n = 16
+	case bson.TypeString, bson.TypeJavaScript, bson.TypeSymbol, bson.TypeArray, bson.TypeEmbeddedDocument,
+		bson.TypeCodeWithScope, bson.TypeBinary, bson.TypeDBPointer:
+		if len(v) < 4 {
+			return 0, nil, nil, rem, false
+		}
+		n = int64(int32(uint32(v[0]) | uint32(v[1])<<8 | uint32(v[2])<<16 | uint32(v[3])<<24))
+		switch t {
+		case bson.TypeString, bson.TypeJavaScript, bson.TypeSymbol:
+			n += 4
+		case bson.TypeBinary:
+			n += 5
+		case bson.TypeDBPointer:
+			n += 16
+		}
+		// bsoncore adds the overhead in int32, so a sum past int32 wraps
+		// negative and is refused there; ValueErr re-reads the length
+		// prefix from the value's own bytes, so they must hold it.
+		if n > math.MaxInt32 || n < 4 {
+			return 0, nil, nil, rem, false
+		}
+	case bson.TypeRegex:
+		r := bytes.IndexByte(v, 0)
+		if r < 0 {
+			return 0, nil, nil, rem, false
+		}
+		p := bytes.IndexByte(v[r+1:], 0)
+		if p < 0 {
+			return 0, nil, nil, rem, false
+		}
+		n = int64(r + 1 + p + 1)
+	default:
+		return 0, nil, nil, rem, false
+	}
+	if n < 0 || n > int64(len(v)) {
+		return 0, nil, nil, rem, false
+	}
+	return t, key, v[:n], v[n:], true
 }
 
 // DecodeProblem reads a problem document: _id (the problemId) and the
@@ -379,6 +497,29 @@ func DecodeProblem(doc bson.Raw) (Problem, error) {
 // a document is an error; a single user's value that is not a document is
 // recorded in Skipped and holds no entries. Errors are *DecodeError.
 func DecodeHomework(doc bson.Raw) (Homework, error) {
+	return HomeworkDecoder{}.Decode(doc)
+}
+
+// HomeworkDecoder decodes homework documents as DecodeHomework does, for
+// a caller holding many of them.
+type HomeworkDecoder struct {
+	// Intern, when set, gives the string of a studentStatus username or
+	// problem key (from its bytes, valid only during the call), so that
+	// one string per distinct name is shared.
+	Intern func([]byte) string
+	// User, when set, is called for each studentStatus.<user> that is a
+	// document (the key set's source), in document order, with the bytes
+	// of that document (a slice of doc): a caller comparing stored values
+	// finds them without a second walk.
+	User func(user string, entries []byte)
+}
+
+// Decode is DecodeHomework with the decoder's options.
+func (hd HomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
+	intern := hd.Intern
+	if intern == nil {
+		intern = func(b []byte) string { return string(b) }
+	}
 	const c = CollHomework
 	h := Homework{End: DefaultEnd, Penalty: DefaultPenalty}
 	if err := validate(c, doc); err != nil {
@@ -412,31 +553,47 @@ func DecodeHomework(doc bson.Raw) (Homework, error) {
 	if !ok {
 		return h, malformed(c, doc, "studentStatus", "want a document, have BSON %s", ss.Type)
 	}
-	users, err := ssd.Elements()
-	if err != nil {
-		return h, malformed(c, doc, "studentStatus", "unreadable document: %v", err)
-	}
-	h.Students = make(map[string]map[string]struct{}, len(users))
-	for _, ue := range users {
-		user := ue.Key()
-		ud, ok := ue.Value().DocumentOK()
+	// The document was validated whole above, so its elements read; they
+	// are walked in place rather than through Elements (a slice per user).
+	users := elementBytes(ssd)
+	h.Students = make(map[string]map[string]struct{})
+	for len(users) > 0 {
+		t, ukey, uval, rest, ok := nextElement(users)
 		if !ok {
+			return h, malformed(c, doc, "studentStatus", "unreadable document")
+		}
+		users = rest
+		user := intern(ukey)
+		if t != bson.TypeEmbeddedDocument {
 			h.Skipped = append(h.Skipped, malformed(c, doc, "studentStatus."+user,
-				"want a document, have BSON %s", ue.Value().Type))
+				"want a document, have BSON %s", t))
 			continue
 		}
-		probs, err := ud.Elements()
-		if err != nil {
-			h.Skipped = append(h.Skipped, malformed(c, doc, "studentStatus."+user, "unreadable document: %v", err))
-			continue
-		}
-		set := make(map[string]struct{}, len(probs))
-		for _, pe := range probs {
-			set[pe.Key()] = struct{}{}
+		probs := elementBytes(uval)
+		set := make(map[string]struct{}, 8)
+		for len(probs) > 0 {
+			_, pkey, _, rest, ok := nextElement(probs)
+			if !ok {
+				break
+			}
+			probs = rest
+			set[intern(pkey)] = struct{}{}
 		}
 		h.Students[user] = set
+		if hd.User != nil {
+			hd.User(user, uval)
+		}
 	}
 	return h, nil
+}
+
+// elementBytes returns the elements of a validated document: the bytes
+// between its length and its terminator.
+func elementBytes(doc []byte) []byte {
+	if len(doc) < 5 {
+		return nil
+	}
+	return doc[4 : len(doc)-1]
 }
 
 // DecodeUserID reads a user document's _id, the username (engine.User's

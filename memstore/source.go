@@ -2,6 +2,8 @@ package memstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -343,17 +345,27 @@ func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
 		g.want[e.User][e.ProblemKey] = e.Entry
 		g.fields = append(g.fields, materialize.FieldStudentStatus+"."+e.User+"."+e.ProblemKey)
 	}
+	var rejected []error
 	for _, g := range groups {
 		t, data, _ := bson.MarshalValue(g.id)
 		id := bson.RawValue{Type: t, Value: data}
 		k := docKey(id)
 		raw, ok := s.colls[materialize.CollHomework][k]
-		if err := s.applyEntries(k, raw, ok, g.want, g.fields, id); err != nil {
+		err := s.applyEntries(k, raw, ok, g.want, g.fields, id)
+		var tooLarge *tooLargeError
+		if errors.As(err, &tooLarge) {
+			rejected = append(rejected, err) // the other homeworks still go, as in an unordered bulk write
+			continue
+		}
+		if err != nil {
 			return err
 		}
 	}
 	if failed != nil {
 		return failed
+	}
+	if len(rejected) > 0 {
+		return fmt.Errorf("%d entry updates refused: %w: %w", len(rejected), errors.Join(rejected...), watch.ErrWriteRejected)
 	}
 	return nil
 }
@@ -383,6 +395,12 @@ func (s *Store) applyEntries(k string, raw bson.Raw, exists bool, want map[strin
 	patched, _, err := materialize.PatchHomework(raw, want)
 	if err != nil {
 		return err
+	}
+	if len(patched) > materialize.MaxDocumentSize {
+		// The server refuses an update whose result exceeds 16 MiB (code
+		// 17419, "Resulting document after update is larger than
+		// 16777216") and leaves the document as it was.
+		return &tooLargeError{id: id.String(), size: len(patched)}
 	}
 	s.putOwned(materialize.CollHomework, k, patched)
 	for _, f := range changedFields {
@@ -423,6 +441,17 @@ func storedEntries(raw bson.Raw, want map[string]map[string]materialize.Entry) m
 		out[ue.Key()] = m
 	}
 	return out
+}
+
+// tooLargeError is an update refused because its result would exceed
+// MongoDB's document limit.
+type tooLargeError struct {
+	id   string
+	size int
+}
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("homework %s: resulting document after update would be %d bytes, larger than %d", e.id, e.size, materialize.MaxDocumentSize)
 }
 
 // splitEntryField splits "studentStatus.<user>.<problemKey>"; the problem

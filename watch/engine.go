@@ -17,6 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/progress"
 	"github.com/normal-oj/noj-materializer/resume"
 )
 
@@ -88,7 +89,11 @@ type Engine struct {
 	// included. The Leader uses it so no write starts once the lease could
 	// expire unrenewed and none outlives the lease.
 	WriteGuard func(ctx context.Context) (deadline time.Time, err error)
-	Config     Config
+	// Progress, when set, receives the progress of a rebuild (every
+	// ProgressEvery); when nil it is logged at info level as JSON fields
+	// (phase, documents, docs_per_s, elapsed_s).
+	Progress progress.Sink
+	Config   Config
 
 	deriver  *materialize.Deriver
 	lastSave time.Time
@@ -406,7 +411,12 @@ func (e *Engine) reportMalformed(bad []*materialize.DecodeError) {
 func (e *Engine) rebuild(ctx context.Context, reason string) (*RebuildReport, error) {
 	e.init()
 	e.Metrics.Rebuilds.WithLabelValues(reason).Inc()
-	rep, err := Rebuild(ctx, e.Store, e.deriver, RebuildOptions{Guard: e.WriteGuard})
+	sink := e.Progress
+	if sink == nil {
+		sink = e.logProgress(reason)
+	}
+	rep, err := Rebuild(ctx, e.Store, e.deriver, RebuildOptions{Guard: e.WriteGuard,
+		Progress: progress.New(sink, e.Now, ProgressEvery, 0)})
 	if errors.Is(err, ErrLeaseExpiring) {
 		return nil, err
 	}
@@ -416,8 +426,28 @@ func (e *Engine) rebuild(ctx context.Context, reason string) (*RebuildReport, er
 	e.reportMalformed(rep.Malformed)
 	e.Metrics.PenaltyErrors.Add(float64(rep.PenaltyErrors))
 	e.Log.Info().Str("reason", reason).Int("submissions", rep.Submissions).Int("drifted_users", rep.DriftedUsers).
-		Int("drifted_entries", rep.DriftedEntries).Msg("rebuild finished")
+		Int("drifted_entries", rep.DriftedEntries).Int("rejected", rep.Rejected).Strs("rejected_errors", rep.RejectedErrors).Msg("rebuild finished")
 	return rep, nil
+}
+
+// ProgressEvery is how often a long rebuild reports its progress.
+const ProgressEvery = 5 * time.Second
+
+// logProgress is the default progress sink of a rebuild: one info line per
+// report, the figures as JSON fields.
+func (e *Engine) logProgress(reason string) progress.Sink {
+	return func(s progress.Status) {
+		ev := e.Log.Info().Str("reason", reason).Str("phase", s.Phase).Int64("documents", s.Done).
+			Float64("docs_per_s", float64(int64(s.Rate))).Float64("elapsed_s", s.Elapsed.Seconds())
+		if s.Total > 0 {
+			ev = ev.Int64("total", s.Total).Float64("eta_s", s.ETA.Seconds())
+		}
+		if s.Final {
+			ev.Msg("rebuild read every document")
+			return
+		}
+		ev.Msg("rebuild progress")
+	}
 }
 
 // RebuildAndCheckpoint rebuilds and saves a checkpoint at the rebuild's

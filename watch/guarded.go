@@ -56,9 +56,9 @@ func recordKeysGuarded(ctx context.Context, st KeyIndex, keys map[bson.ObjectID]
 
 // applyGuarded applies w in chunks of at most guardChunk writes, asking
 // guard before each. Chunks the server refused for good (ErrWriteRejected)
-// do not stop the others; rejected counts them, and the error is nil
-// unless some other error stopped the writes.
-func applyGuarded(ctx context.Context, st Writer, w *Writes, guard func(context.Context) (time.Time, error)) (rejected int, err error) {
+// do not stop the others; rejected holds their errors, one per chunk, and
+// err is nil unless some other error stopped the writes.
+func applyGuarded(ctx context.Context, st Writer, w *Writes, guard func(context.Context) (time.Time, error)) (rejected []error, err error) {
 	apply := func(part *Writes) error {
 		wctx, cancel, err := guardCtx(ctx, guard)
 		if err != nil {
@@ -67,7 +67,7 @@ func applyGuarded(ctx context.Context, st Writer, w *Writes, guard func(context.
 		err = st.Apply(wctx, part)
 		cancel()
 		if errors.Is(err, ErrWriteRejected) {
-			rejected++
+			rejected = append(rejected, err)
 			return nil
 		}
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/progress"
 )
 
 // RebuildOptions control a full recompute.
@@ -25,6 +26,9 @@ type RebuildOptions struct {
 	// models (guardChunk); an error stops the rebuild, a deadline bounds
 	// that one write (see Engine.WriteGuard).
 	Guard func(ctx context.Context) (time.Time, error)
+	// Progress counts the documents read (nil: silent); Rebuild calls its
+	// Finish at the end.
+	Progress *progress.Reporter
 }
 
 // Diff is one derived value that differs from what is stored.
@@ -48,6 +52,9 @@ type RebuildReport struct {
 	Diffs           []Diff
 	KeyIndexRecords int
 	Rejected        int // bulk writes the server refused for good (reported, skipped)
+	// RejectedErrors are the messages of the first refusals (at most 10),
+	// naming the documents, e.g. a homework grown past 16 MiB.
+	RejectedErrors []string
 }
 
 // Drift is the number of derived values that differ from what is stored.
@@ -69,21 +76,26 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 	if rep.StartAt, err = st.ClusterTime(ctx); err != nil {
 		return nil, fmt.Errorf("read cluster time: %w", err)
 	}
+	opts.Progress.Phase("catalog")
 	problems, bad, err := st.AllProblems(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read problems: %w", err)
 	}
 	rep.Malformed = append(rep.Malformed, bad...)
+	opts.Progress.Add(len(problems) + len(bad))
 	hws, bad, err := st.AllHomeworks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read homeworks: %w", err)
 	}
 	rep.Malformed = append(rep.Malformed, bad...)
+	opts.Progress.Add(len(hws) + len(bad))
 	users, bad, err := st.AllUsers(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read users: %w", err)
 	}
 	rep.Malformed = append(rep.Malformed, bad...)
+	opts.Progress.Add(len(users) + len(bad))
+	opts.Progress.Phase("submissions")
 
 	cat := materialize.NewCatalog()
 	stored := make(map[bson.ObjectID]*HomeworkDoc, len(hws))
@@ -112,6 +124,7 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 	}
 	err = st.ScanSubmissions(ctx, func(s materialize.Submission) error {
 		rep.Submissions++
+		opts.Progress.Add(1)
 		if len(group) > 0 && (group[0].User != s.User || group[0].Problem != s.Problem) {
 			if err := flushGroup(); err != nil {
 				return err
@@ -169,6 +182,7 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 		}
 	}
 	rep.PenaltyErrors = b.PenaltyErrors
+	opts.Progress.Finish()
 	return rep, nil
 }
 
@@ -195,8 +209,7 @@ func (s *rebuildSink) User(name string, st materialize.UserStats) error {
 	}
 	s.rep.DriftedUsers++
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
-		s.rep.Diffs = append(s.rep.Diffs, Diff{Collection: materialize.CollUser, ID: name,
-			Path: "submission,AC_submission,AC_problem_ids", Stored: fmtStats(su), Derived: fmtStats(StoredUser{Stats: st, OK: true})})
+		s.rep.Diffs = append(s.rep.Diffs, UserDiff(name, su, st))
 	}
 	s.w.Users = append(s.w.Users, UserWrite{User: name, Stats: st})
 	return s.maybeFlush()
@@ -211,13 +224,7 @@ func (s *rebuildSink) Entry(h bson.ObjectID, user, pk string, e materialize.Entr
 	}
 	s.rep.DriftedEntries++
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
-		stored := ""
-		if ok {
-			stored = relaxedJSON(v)
-		}
-		derived, _ := bson.MarshalExtJSON(e.Doc(), false, false)
-		s.rep.Diffs = append(s.rep.Diffs, Diff{Collection: materialize.CollHomework, ID: h.Hex(),
-			Path: materialize.FieldStudentStatus + "." + user + "." + pk, Stored: stored, Derived: string(derived)})
+		s.rep.Diffs = append(s.rep.Diffs, EntryDiff(h, user, pk, v, ok, e))
 	}
 	s.w.Entries = append(s.w.Entries, EntryWrite{Homework: h, User: user, ProblemKey: pk, Entry: e})
 	return s.maybeFlush()
@@ -236,13 +243,37 @@ func (s *rebuildSink) flush() error {
 	}
 	if !s.opts.DryRun {
 		rejected, err := applyGuarded(s.ctx, s.st, &s.w, s.opts.Guard)
-		s.rep.Rejected += rejected
+		s.rep.Rejected += len(rejected)
+		for _, r := range rejected {
+			if len(s.rep.RejectedErrors) < 10 {
+				s.rep.RejectedErrors = append(s.rep.RejectedErrors, r.Error())
+			}
+		}
 		if err != nil {
 			return err
 		}
 	}
 	s.w = Writes{}
 	return nil
+}
+
+// UserDiff describes a user whose stored derived fields (stored) differ
+// from the derived ones (derived), as verify prints it.
+func UserDiff(name string, stored StoredUser, derived materialize.UserStats) Diff {
+	return Diff{Collection: materialize.CollUser, ID: name, Path: "submission,AC_submission,AC_problem_ids",
+		Stored: fmtStats(stored), Derived: fmtStats(StoredUser{Stats: derived, OK: true})}
+}
+
+// EntryDiff describes a studentStatus entry whose stored value (v, when
+// ok) differs from the derived one e, as verify prints it.
+func EntryDiff(h bson.ObjectID, user, pk string, v bson.RawValue, ok bool, e materialize.Entry) Diff {
+	stored := ""
+	if ok {
+		stored = relaxedJSON(v)
+	}
+	derived, _ := bson.MarshalExtJSON(e.Doc(), false, false)
+	return Diff{Collection: materialize.CollHomework, ID: h.Hex(),
+		Path: materialize.FieldStudentStatus + "." + user + "." + pk, Stored: stored, Derived: string(derived)}
 }
 
 func fmtStats(su StoredUser) string {

@@ -55,6 +55,36 @@ type configError struct{ msg string }
 
 func (e *configError) Error() string { return e.msg }
 
+// offlineConfig is the part of Config an offline (--dump) command uses:
+// only these variables are read, so a setting it never uses cannot fail it.
+type offlineConfig struct {
+	Database  string `envconfig:"MATERIALIZER_DATABASE" default:"normal-oj"`
+	LogLevel  string `envconfig:"MATERIALIZER_LOG_LEVEL" default:"info"`
+	LogFormat string `envconfig:"MATERIALIZER_LOG_FORMAT" default:"json"`
+}
+
+// loadOfflineConfig reads and validates the settings of an offline
+// command (the database directory's name and logging) and nothing else.
+func loadOfflineConfig() (*Config, error) {
+	var o offlineConfig
+	if err := envconfig.Process("", &o); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return nil, &configError{fmt.Sprintf("invalid %s=%q: %v", pe.KeyName, pe.Value, pe.Err)}
+		}
+		return nil, &configError{err.Error()}
+	}
+	if o.Database == "" {
+		return nil, &configError{envPrefix + "_DATABASE must not be empty"}
+	}
+	switch o.LogFormat {
+	case "json", "console":
+	default:
+		return nil, &configError{fmt.Sprintf("%s_LOG_FORMAT must be json or console, got %q", envPrefix, o.LogFormat)}
+	}
+	return &Config{Database: o.Database, LogLevel: o.LogLevel, LogFormat: o.LogFormat}, nil
+}
+
 // loadConfig reads and validates the configuration. needMongo says whether
 // the command talks to MongoDB (offline dump commands do not).
 func loadConfig(needMongo bool) (*Config, error) {

@@ -395,7 +395,7 @@ func TestExplainScenario(t *testing.T) {
 }
 
 // TestREADMEExplainSample: the sample in the README is what explain prints
-// on the seed data it names.
+// on the seed data it names (seed --shape stress).
 func TestREADMEExplainSample(t *testing.T) {
 	cleanConfigEnv(t)
 	readme, err := os.ReadFile("../../README.md")
@@ -409,7 +409,7 @@ func TestREADMEExplainSample(t *testing.T) {
 	}
 	sample, _, _ := strings.Cut(rest, "```")
 	dir := filepath.Join(t.TempDir(), "seed-dump")
-	if r := runCLI(t, "seed", "--out", dir); r.code != exitOK {
+	if r := runCLI(t, "seed", "--shape", "stress", "--out", dir); r.code != exitOK {
 		t.Fatalf("seed\n%v", r)
 	}
 	r := runCLI(t, "explain", "--dump", dir, "--user", "student0004", "--problem", "2")

@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/rs/zerolog"
@@ -51,6 +52,9 @@ type command struct {
 type environment struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// progressEvery is how often rebuild and verify report progress
+	// (progressEvery, 5 s, when zero; tests shorten it).
+	progressEvery time.Duration
 }
 
 func commands() []command {

@@ -325,10 +325,19 @@ func TestInvalidConfiguration(t *testing.T) {
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
-			// An offline command, so only the configuration can fail.
-			r := runCLI(t, "verify", "--dump", dir)
+			// An offline command reads only the settings it uses (the
+			// database and logging); the others are checked by an online
+			// command, which fails on the configuration before connecting.
+			args := []string{"verify", "--dump", dir}
+			if !offlineSetting(c.want) {
+				if _, ok := c.env["MATERIALIZER_MONGODB_URI"]; !ok {
+					t.Setenv("MATERIALIZER_MONGODB_URI", "mongodb://127.0.0.1:1/?replicaSet=rs0")
+				}
+				args = []string{"status"}
+			}
+			r := runCLI(t, args...)
 			if r.code != exitConfig {
-				t.Fatalf("want exit 2\n%v", r)
+				t.Fatalf("%v: want exit 2\n%v", args, r)
 			}
 			if !strings.Contains(r.stderr, c.want) {
 				t.Errorf("the message does not name %s\n%v", c.want, r)
@@ -340,11 +349,53 @@ func TestInvalidConfiguration(t *testing.T) {
 	}
 }
 
+// offlineSetting reports whether an offline (--dump) command reads the
+// variable: only these can fail it.
+func offlineSetting(name string) bool {
+	switch name {
+	case "MATERIALIZER_DATABASE", "MATERIALIZER_LOG_LEVEL", "MATERIALIZER_LOG_FORMAT":
+		return true
+	}
+	return false
+}
+
+// TestOfflineIgnoresUnusedSettings (issue 9): offline commands do not
+// validate settings they never use, so MATERIALIZER_BATCH_SIZE=abc (or any
+// other daemon setting, however wrong) leaves verify --dump, rebuild
+// --dump and seed --out working.
+func TestOfflineIgnoresUnusedSettings(t *testing.T) {
+	cleanConfigEnv(t)
+	dir := cleanVectorDump(t)
+	for _, kv := range [][2]string{
+		{"MATERIALIZER_BATCH_SIZE", "abc"},
+		{"MATERIALIZER_BATCH_MAX_WAIT", "soon"},
+		{"MATERIALIZER_CHECKPOINT_INTERVAL", "0"},
+		{"MATERIALIZER_HISTORY_LOST", "maybe"},
+		{"MATERIALIZER_CREATE_INDEXES", "perhaps"},
+		{"MATERIALIZER_READY_MAX_LAG", "1 minute"},
+		{"MATERIALIZER_LEASE_TTL", "500ms"},
+		{"MATERIALIZER_WRITE_TIMEOUT", "0s"},
+		{"MATERIALIZER_MONGODB_URI", "http://127.0.0.1:27017"},
+	} {
+		t.Run(kv[0], func(t *testing.T) {
+			t.Setenv(kv[0], kv[1])
+			for _, args := range [][]string{
+				{"verify", "--dump", dir},
+				{"rebuild", "--dump", dir, "--out", filepath.Join(t.TempDir(), "out")},
+				{"seed", "--users", "2", "--out", filepath.Join(t.TempDir(), "seed")},
+			} {
+				if r := runCLI(t, args...); r.code != exitOK {
+					t.Errorf("%s=%s %v: want exit 0\n%v", kv[0], kv[1], args, r)
+				}
+			}
+		})
+	}
+}
+
 // TestInvalidConfigurationNamesVariableOnce: the message names the variable
 // as the operator spells it, not with the prefix doubled.
 func TestInvalidConfigurationNamesVariableOnce(t *testing.T) {
 	cleanConfigEnv(t)
-	dir := cleanVectorDump(t)
 	for _, kv := range [][2]string{
 		{"MATERIALIZER_BATCH_SIZE", "abc"},
 		{"MATERIALIZER_BATCH_MAX_WAIT", "soon"},
@@ -352,7 +403,8 @@ func TestInvalidConfigurationNamesVariableOnce(t *testing.T) {
 	} {
 		t.Run(kv[0], func(t *testing.T) {
 			t.Setenv(kv[0], kv[1])
-			r := runCLI(t, "verify", "--dump", dir)
+			t.Setenv("MATERIALIZER_MONGODB_URI", "mongodb://127.0.0.1:1/?replicaSet=rs0")
+			r := runCLI(t, "status")
 			if r.code != exitConfig {
 				t.Fatalf("want exit 2\n%v", r)
 			}

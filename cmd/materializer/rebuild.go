@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -14,39 +16,58 @@ import (
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/memstore"
+	"github.com/normal-oj/noj-materializer/offline"
+	"github.com/normal-oj/noj-materializer/progress"
 	"github.com/normal-oj/noj-materializer/resume"
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
 func cmdRebuild(ctx context.Context, env *environment, args []string) error {
-	fs := newFlags(env, "rebuild", "[--dry-run] [--max-diffs N] [--dump DIR --out OUT]", `Recompute every user's counts and every studentStatus entry from the source
+	fs := newFlags(env, "rebuild", "[--dry-run] [--max-diffs N] [--quiet] [--dump DIR --out OUT]", `Recompute every user's counts and every studentStatus entry from the source
 documents, write the values that differ, record each submission's (user,
 problem) in the key index, and save a checkpoint at the cluster time read
 before the scan, so a following 'run' misses nothing. Then exit 0.
 
 Offline: --dump DIR reads a mongodump directory (DIR/<database>/ or DIR
-itself) and --out OUT writes a corrected copy in the same layout; only the
-derived fields change, every other byte is copied. Reads submissions once,
-sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
+itself; all four collections must be there) and --out OUT writes a
+corrected copy in the same layout; only the derived fields change, every
+other byte is copied. OUT must be absent or empty and outside DIR; the copy
+is written beside it and renamed into place at the end. A corrected
+homework over MongoDB's 16 MiB limit fails the command (exit 1).
+Progress goes to stderr every few seconds on long work (--quiet: none).`)
 	dryRun := fs.Bool("dry-run", false, "report what would change; write nothing")
 	dumpDir := fs.String("dump", "", "mongodump directory to read instead of MongoDB")
-	out := fs.String("out", "", "with --dump: directory to write the corrected dump to (must be empty or absent)")
+	out := fs.String("out", "", "with --dump: directory to write the corrected dump to (must be empty or absent, outside --dump)")
 	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
+	quiet := fs.Bool("quiet", false, "no progress reports on stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *dumpDir == "" && *out != "" {
+	isOffline, err := dumpFlag(fs, *dumpDir)
+	if err != nil {
+		return err
+	}
+	if !isOffline && *out != "" {
 		return &configError{"--out needs --dump"}
 	}
-	if *dumpDir != "" && *out == "" && !*dryRun {
+	if isOffline && *out == "" && !*dryRun {
 		return &configError{"--dump needs --out (or --dry-run)"}
 	}
-	if *out != "" {
-		if err := emptyOrAbsent(*out); err != nil {
+	opts := watch.RebuildOptions{DryRun: *dryRun, MaxDiffs: *maxDiffs}
+	if isOffline {
+		cfg, err := loadOfflineConfig()
+		if err != nil {
 			return err
 		}
+		if _, err := newLogger(env, cfg); err != nil {
+			return err
+		}
+		if opts.DryRun {
+			*out = ""
+		}
+		return runOffline(ctx, env, cfg, *dumpDir, *out, *maxDiffs, *quiet, "rebuild")
 	}
-	cfg, err := loadConfig(*dumpDir == "")
+	cfg, err := loadConfig(true)
 	if err != nil {
 		return err
 	}
@@ -54,10 +75,6 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 	log, err := newLogger(env, cfg)
 	if err != nil {
 		return err
-	}
-	opts := watch.RebuildOptions{DryRun: *dryRun, MaxDiffs: *maxDiffs}
-	if *dumpDir != "" {
-		return rebuildDump(ctx, env, cfg, *dumpDir, *out, opts)
 	}
 	cfg.readOnly = *dryRun // a dry run writes nothing, indexes included
 
@@ -67,7 +84,7 @@ sorted by the index {user:1, problem:1, timestamp:1, _id:1}.`)
 		return err
 	}
 	defer closeMongo(db, log)
-	return rebuildOnline(ctx, env, db, db.Standalone(), cfg, log, opts)
+	return rebuildOnline(ctx, env, db, db.Standalone(), cfg, log, opts, textProgress(env, "rebuild", *quiet))
 }
 
 // rebuildTarget is what an online rebuild needs of the database.
@@ -83,9 +100,11 @@ type rebuildTarget interface {
 // the start that checkpoint holds (read back while the lease is held, so
 // it is what was saved: 30 s before the cluster time read before the scan).
 // On a standalone mongod (no oplog) it writes the values and saves no
-// checkpoint, and says so.
-func rebuildOnline(ctx context.Context, env *environment, db rebuildTarget, standalone bool, cfg *Config, log zerolog.Logger, opts watch.RebuildOptions) error {
+// checkpoint, and says so. progressSink receives progress reports.
+// It fails when the server refused some writes for good.
+func rebuildOnline(ctx context.Context, env *environment, db rebuildTarget, standalone bool, cfg *Config, log zerolog.Logger, opts watch.RebuildOptions, progressSink progress.Sink) error {
 	if opts.DryRun {
+		opts.Progress = progress.New(progressSink, nil, env.every(), 0)
 		rep, err := watch.Rebuild(ctx, db, materialize.NewDeriver(), opts)
 		if err != nil {
 			return err
@@ -97,7 +116,7 @@ func rebuildOnline(ctx context.Context, env *environment, db rebuildTarget, stan
 	// while it runs, writes guarded): it must not race a running sidecar.
 	leader := &watch.Leader{Leases: db, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL, Log: log,
 		NewEngine: func(epoch int64) *watch.Engine {
-			return &watch.Engine{Store: db, Feed: db, Checkpoints: db, Log: log,
+			return &watch.Engine{Store: db, Feed: db, Checkpoints: db, Log: log, Progress: progressSink,
 				Config: watch.Config{Epoch: epoch, Owner: cfg.InstanceID}}
 		}}
 	var (
@@ -107,7 +126,8 @@ func rebuildOnline(ctx context.Context, env *environment, db rebuildTarget, stan
 	err := leader.Do(ctx, func(ctx context.Context, eng *watch.Engine) error {
 		var err error
 		if standalone {
-			rep, err = watch.Rebuild(ctx, db, materialize.NewDeriver(), watch.RebuildOptions{Guard: eng.WriteGuard})
+			rep, err = watch.Rebuild(ctx, db, materialize.NewDeriver(), watch.RebuildOptions{Guard: eng.WriteGuard,
+				Progress: progress.New(progressSink, nil, env.every(), 0)})
 			return err
 		}
 		if rep, err = eng.RebuildAndCheckpoint(ctx); err != nil {
@@ -127,7 +147,7 @@ func rebuildOnline(ctx context.Context, env *environment, db rebuildTarget, stan
 	}
 	printReport(env.stdout, rep, "written")
 	printRebuildCheckpoint(env.stdout, rep, saved, standalone)
-	return nil
+	return rejectedWrites(rep)
 }
 
 // printRebuildCheckpoint says where the next run starts: the start the
@@ -160,11 +180,16 @@ func describeCheckpoint(cp resume.Checkpoint) string {
 	return "none"
 }
 
-// loadDump reads a mongodump directory into an in-memory store.
+// loadDump reads a mongodump directory into an in-memory store (explain
+// reads one pair from it; verify and rebuild stream a dump through
+// package offline instead). All four source collections must be there.
 func loadDump(dir, database string) (dump.Dir, *memstore.Store, error) {
 	d, err := dump.Resolve(dir, database)
 	if err != nil {
 		return d, nil, &configError{err.Error()}
+	}
+	if err := checkComplete(d); err != nil {
+		return d, nil, err
 	}
 	st := memstore.New()
 	for _, coll := range dump.Sources {
@@ -179,41 +204,134 @@ func loadDump(dir, database string) (dump.Dir, *memstore.Store, error) {
 	return d, st, nil
 }
 
-func rebuildDump(ctx context.Context, env *environment, cfg *Config, dir, out string, opts watch.RebuildOptions) error {
-	d, st, err := loadDump(dir, cfg.Database)
-	if err != nil {
-		return err
+// checkComplete refuses a dump missing one of the four source collections
+// (a missing one would read as empty and verify as clean).
+func checkComplete(d dump.Dir) error {
+	if missing := d.Missing(); len(missing) > 0 {
+		return &configError{fmt.Sprintf("dump %s has no %s: a dump must hold all of %s (a missing one would verify as empty)",
+			d.Path, strings.Join(dotBSON(missing), ", "), strings.Join(dotBSON(dump.Sources), ", "))}
 	}
-	rep, err := watch.Rebuild(ctx, st, materialize.NewDeriver(), opts)
-	if err != nil {
-		return err
-	}
-	if opts.DryRun {
-		printReport(env.stdout, rep, "would change")
-		return nil
-	}
-	docs := map[string][]bson.Raw{
-		materialize.CollUser:     st.Collection(materialize.CollUser),
-		materialize.CollHomework: st.Collection(materialize.CollHomework),
-	}
-	if err := d.Copy(out, docs); err != nil {
-		return err
-	}
-	printReport(env.stdout, rep, "corrected")
-	fmt.Fprintf(env.stdout, "wrote %s\n", out)
 	return nil
 }
 
+// progressEvery is how often rebuild and verify report progress.
+const progressEvery = 5 * time.Second
+
+func (env *environment) every() time.Duration {
+	if env.progressEvery > 0 {
+		return env.progressEvery
+	}
+	return progressEvery
+}
+
+// textProgress returns the progress sink of a command: lines on stderr,
+// or nothing with --quiet.
+func textProgress(env *environment, what string, quiet bool) progress.Sink {
+	if quiet {
+		return func(progress.Status) {}
+	}
+	return progress.Text(env.stderr, what)
+}
+
+// rejectedWrites fails a rebuild some of whose writes the server refused
+// for good (a homework grown past 16 MiB, a validator): the values were
+// counted and logged, but the database is not repaired.
+func rejectedWrites(rep *watch.RebuildReport) error {
+	if rep.Rejected == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("%d bulk writes refused by the server; the database is not fully repaired", rep.Rejected)
+	for _, r := range rep.RejectedErrors {
+		msg += "\n  " + r
+	}
+	return errors.New(msg)
+}
+
+// dumpFlag reports whether --dump was given, refusing an empty value (an
+// unset shell variable must not turn an offline command into an online one).
+func dumpFlag(fs *flag.FlagSet, dir string) (bool, error) {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "dump" })
+	if set && dir == "" {
+		return false, &configError{"--dump is empty (an unset variable?); give a mongodump directory, or leave --dump out to use MongoDB"}
+	}
+	return set, nil
+}
+
+// runOffline verifies a dump (out empty) or writes its corrected copy.
+func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out string, maxDiffs int, quiet bool, what string) error {
+	d, err := dump.Resolve(dir, cfg.Database)
+	if err != nil {
+		return &configError{err.Error()}
+	}
+	if err := checkComplete(d); err != nil {
+		return err
+	}
+	if out != "" {
+		if err := offline.CheckOut(d, out); err != nil {
+			return &configError{err.Error()}
+		}
+	}
+	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
+	rep, err := offline.Run(ctx, d, offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog})
+	prog.Finish()
+	verb := "drifted"
+	switch {
+	case what == "rebuild" && out == "":
+		verb = "would change"
+	case what == "rebuild":
+		verb = "corrected"
+	}
+	if rep != nil {
+		printReport(env.stdout, rep, verb)
+	}
+	if err != nil {
+		return err
+	}
+	if out != "" {
+		fmt.Fprintf(env.stdout, "wrote %s\n", out)
+	}
+	if what == "verify" && rep.Drift() > 0 {
+		return errDrift
+	}
+	return nil
+}
+
+func dotBSON(colls []string) []string {
+	out := make([]string, len(colls))
+	for i, c := range colls {
+		out[i] = c + ".bson"
+	}
+	return out
+}
+
 func cmdVerify(ctx context.Context, env *environment, args []string) error {
-	fs := newFlags(env, "verify", "[--dump DIR] [--max-diffs N]", `Recompute every derived value and compare it with what is stored. Prints the
+	fs := newFlags(env, "verify", "[--dump DIR] [--max-diffs N] [--quiet]", `Recompute every derived value and compare it with what is stored. Prints the
 number of drifted users and entries and the first differences. Writes
-nothing. Exit status 1 when anything drifted, 0 when clean.`)
+nothing. Exit status 1 when anything drifted (or, with --dump, when a
+corrected homework would exceed MongoDB's 16 MiB limit), 0 when clean.
+Progress goes to stderr every few seconds on long work (--quiet: none).`)
 	dumpDir := fs.String("dump", "", "mongodump directory to check instead of MongoDB")
 	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
+	quiet := fs.Bool("quiet", false, "no progress reports on stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*dumpDir == "")
+	isOffline, err := dumpFlag(fs, *dumpDir)
+	if err != nil {
+		return err
+	}
+	if isOffline {
+		cfg, err := loadOfflineConfig()
+		if err != nil {
+			return err
+		}
+		if _, err := newLogger(env, cfg); err != nil {
+			return err
+		}
+		return runOffline(ctx, env, cfg, *dumpDir, "", *maxDiffs, *quiet, "verify")
+	}
+	cfg, err := loadConfig(true)
 	if err != nil {
 		return err
 	}
@@ -223,26 +341,17 @@ nothing. Exit status 1 when anything drifted, 0 when clean.`)
 	if err != nil {
 		return err
 	}
-	opts := watch.RebuildOptions{DryRun: true, MaxDiffs: *maxDiffs}
-	var rep *watch.RebuildReport
-	if *dumpDir != "" {
-		_, st, err := loadDump(*dumpDir, cfg.Database)
-		if err != nil {
-			return err
-		}
-		if rep, err = watch.Rebuild(ctx, st, materialize.NewDeriver(), opts); err != nil {
-			return err
-		}
-	} else {
-		sayConnecting(env.stderr, cfg)
-		db, err := openMongo(ctx, cfg, zerolog.Nop())
-		if err != nil {
-			return err
-		}
-		defer closeMongo(db, log)
-		if rep, err = watch.Rebuild(ctx, db, materialize.NewDeriver(), opts); err != nil {
-			return err
-		}
+	opts := watch.RebuildOptions{DryRun: true, MaxDiffs: *maxDiffs,
+		Progress: progress.New(textProgress(env, "verify", *quiet), nil, env.every(), 0)}
+	sayConnecting(env.stderr, cfg)
+	db, err := openMongo(ctx, cfg, zerolog.Nop())
+	if err != nil {
+		return err
+	}
+	defer closeMongo(db, log)
+	rep, err := watch.Rebuild(ctx, db, materialize.NewDeriver(), opts)
+	if err != nil {
+		return err
 	}
 	printReport(env.stdout, rep, "drifted")
 	if rep.Drift() > 0 {

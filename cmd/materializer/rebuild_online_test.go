@@ -51,7 +51,7 @@ func TestRebuildPrintsSavedStart(t *testing.T) {
 	st := loadedStore(t, v.DB)
 	var out bytes.Buffer
 	env := &environment{stdout: &out, stderr: &out}
-	if err := rebuildOnline(context.Background(), env, st, false, testRebuildConfig(), zerolog.Nop(), watch.RebuildOptions{}); err != nil {
+	if err := rebuildOnline(context.Background(), env, st, false, testRebuildConfig(), zerolog.Nop(), watch.RebuildOptions{}, textProgress(env, "rebuild", true)); err != nil {
 		t.Fatalf("rebuild: %v\n%s", err, out.String())
 	}
 	cp, ok, err := st.LoadCheckpoint(context.Background())
@@ -95,7 +95,7 @@ func TestRebuildOnStandalone(t *testing.T) {
 	}
 	var out bytes.Buffer
 	env := &environment{stdout: &out, stderr: &out}
-	err := rebuildOnline(context.Background(), env, standaloneStore{st}, true, testRebuildConfig(), zerolog.Nop(), watch.RebuildOptions{})
+	err := rebuildOnline(context.Background(), env, standaloneStore{st}, true, testRebuildConfig(), zerolog.Nop(), watch.RebuildOptions{}, textProgress(env, "rebuild", true))
 	if err != nil {
 		t.Fatalf("rebuild on a standalone: %v\n%s", err, out.String())
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/demo"
 	"github.com/normal-oj/noj-materializer/dump"
@@ -13,11 +14,14 @@ import (
 )
 
 func cmdSeed(ctx context.Context, env *environment, args []string) error {
-	fs := newFlags(env, "seed", "[--users N --problems N --homeworks N --submissions N --seed S] [--out DIR]",
+	fs := newFlags(env, "seed", "[--users N --problems N --homeworks N --submissions N --seed S] [--shape university|stress] [--out DIR]",
 		`Generate Normal-OJ-shaped demo data: users, problems, homeworks with
 penalties, deadlines and studentStatus entries, and submissions with
 realistic statuses and timestamps, with stale derived values as the old
-Back-End code leaves them. With --out it writes a mongodump-format directory
+Back-End code leaves them. The university shape (default) puts users in
+courses of about --course-size students; a homework's studentStatus holds
+its course's students and students submit to their course's problems. The
+stress shape enrolls every user in every homework. With --out it writes a mongodump-format directory
 (for 'verify --dump' and 'rebuild --dump'); otherwise it inserts into
 MATERIALIZER_MONGODB_URI's database, which must hold no Back-End data yet.`)
 	var p demo.Params
@@ -26,6 +30,8 @@ MATERIALIZER_MONGODB_URI's database, which must hold no Back-End data yet.`)
 	fs.IntVar(&p.Homeworks, "homeworks", 6, "number of homeworks")
 	fs.IntVar(&p.Submissions, "submissions", 2000, "number of submissions")
 	fs.Uint64Var(&p.Seed, "seed", 1, "random seed (same seed, same data)")
+	fs.StringVar(&p.Shape, "shape", demo.ShapeUniversity, "university (users in courses) or stress (every user in every homework)")
+	fs.IntVar(&p.CourseSize, "course-size", 80, "university shape: mean students per course")
 	out := fs.String("out", "", "write a mongodump directory here instead of inserting into MongoDB")
 	ifEmpty := fs.Bool("if-empty", false, "exit 0 without inserting when the database already has submissions (for repeated 'make up')")
 	if err := parseFlags(fs, args); err != nil {
@@ -34,7 +40,17 @@ MATERIALIZER_MONGODB_URI's database, which must hold no Back-End data yet.`)
 	if p.Users < 0 || p.Problems < 0 || p.Homeworks < 0 || p.Submissions < 0 {
 		return &configError{"sizes must not be negative"}
 	}
-	cfg, err := loadConfig(*out == "")
+	if p.Shape != demo.ShapeUniversity && p.Shape != demo.ShapeStress {
+		return &configError{fmt.Sprintf("--shape must be %s or %s, got %q", demo.ShapeUniversity, demo.ShapeStress, p.Shape)}
+	}
+	if p.CourseSize <= 0 {
+		return &configError{"--course-size must be positive"}
+	}
+	load := loadConfig
+	if *out != "" {
+		load = func(bool) (*Config, error) { return loadOfflineConfig() }
+	}
+	cfg, err := load(*out == "")
 	if err != nil {
 		return err
 	}
@@ -44,15 +60,22 @@ MATERIALIZER_MONGODB_URI's database, which must hold no Back-End data yet.`)
 			return err
 		}
 	}
-	docs := demo.Generate(p)
 	if *out != "" {
-		if err := dump.Write(*out, docs); err != nil {
+		counts := make(map[string]int)
+		err := dump.WriteStream(*out, dump.Sources, func(emit func(string, bson.Raw) error) error {
+			return demo.GenerateTo(p, func(coll string, doc bson.Raw) error {
+				counts[coll]++
+				return emit(coll, doc)
+			})
+		})
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(env.stdout, "wrote %d users, %d problems, %d homeworks, %d submissions to %s\n",
-			len(docs["user"]), len(docs["problem"]), len(docs["homework"]), len(docs["submission"]), *out)
+			counts["user"], counts["problem"], counts["homework"], counts["submission"], *out)
 		return nil
 	}
+	docs := demo.Generate(p)
 	log, err := newLogger(env, cfg)
 	if err != nil {
 		return err

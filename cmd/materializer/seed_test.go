@@ -208,3 +208,135 @@ func TestSeedSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedShapes (issue 9): the university shape puts users in courses of
+// about --course-size students, a homework's studentStatus holds exactly
+// its course's students, a problem belongs to homeworks of one course and
+// a student submits only to their course's problems; the stress shape
+// enrolls every user in every homework. Both are deterministic and repair
+// to a clean dump.
+func TestSeedShapes(t *testing.T) {
+	cleanConfigEnv(t)
+	args := []string{"--users", "300", "--problems", "40", "--homeworks", "12", "--submissions", "3000", "--course-size", "50"}
+	for _, shape := range []string{"university", "stress"} {
+		t.Run(shape, func(t *testing.T) {
+			root := t.TempDir()
+			a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+			for _, dir := range []string{a, b} {
+				if r := runCLI(t, append(append([]string{"seed", "--shape", shape, "--seed", "5"}, args...), "--out", dir)...); r.code != exitOK {
+					t.Fatalf("seed\n%v", r)
+				}
+			}
+			if !mapsEqual(treeOf(t, a), treeOf(t, b)) {
+				t.Fatal("the same seed gave different files")
+			}
+			docs := readDumpDocs(t, a)
+			users := map[string]bool{}
+			for _, u := range docs.Users {
+				users[u.Lookup("_id").StringValue()] = true
+			}
+			// studentStatus key sets by course, and the course of each problem.
+			courseStudents := map[string]map[string]bool{}
+			hwCourse := map[bson.ObjectID]string{}
+			problemsOfUser := map[string]map[int64]bool{}
+			for _, h := range docs.Homeworks {
+				id := h.Lookup("_id").ObjectID()
+				course := h.Lookup("courseId").StringValue()
+				hwCourse[id] = course
+				elems, err := h.Lookup("studentStatus").Document().Elements()
+				if err != nil {
+					t.Fatal(err)
+				}
+				set := map[string]bool{}
+				for _, e := range elems {
+					set[e.Key()] = true
+					for _, pv := range values(t, h.Lookup("problemIds")) {
+						if problemsOfUser[e.Key()] == nil {
+							problemsOfUser[e.Key()] = map[int64]bool{}
+						}
+						problemsOfUser[e.Key()][int64(pv.Int32())] = true
+					}
+				}
+				if prev, ok := courseStudents[course]; ok && !mapsEqualBool(prev, set) {
+					t.Fatalf("two homeworks of course %s hold different students", course)
+				}
+				courseStudents[course] = set
+			}
+			if shape == "stress" {
+				for c, set := range courseStudents {
+					if !mapsEqualBool(set, users) {
+						t.Errorf("stress: course %s's homeworks do not hold every user", c)
+					}
+				}
+				return
+			}
+			seen := map[string]string{}
+			for c, set := range courseStudents {
+				if len(set) < 1 || len(set) > 75 {
+					t.Errorf("course %s has %d students, want up to 1.5 x 50", c, len(set))
+				}
+				for u := range set {
+					if prev, ok := seen[u]; ok {
+						t.Errorf("%s is in courses %s and %s", u, prev, c)
+					}
+					seen[u] = c
+				}
+			}
+			if len(courseStudents) < 4 {
+				t.Errorf("%d courses for 300 users of about 50", len(courseStudents))
+			}
+			for _, p := range docs.Problems {
+				courses := map[string]bool{}
+				for _, h := range values(t, p.Lookup("homeworks")) {
+					courses[hwCourse[h.ObjectID()]] = true
+				}
+				if len(courses) > 1 {
+					t.Errorf("problem %v belongs to homeworks of %d courses", p.Lookup("_id"), len(courses))
+				}
+			}
+			inCourse := 0
+			for _, s := range docs.Submissions {
+				u, p := s.Lookup("user").StringValue(), int64(s.Lookup("problem").Int32())
+				if problemsOfUser[u][p] {
+					inCourse++
+				} else if len(problemsOfUser[u]) > 0 {
+					t.Fatalf("%s submitted to problem %d outside their course's homeworks", u, p)
+				}
+			}
+			if inCourse < len(docs.Submissions)*9/10 {
+				t.Errorf("only %d of %d submissions go to a homework problem of the student's course", inCourse, len(docs.Submissions))
+			}
+			out := filepath.Join(root, "fixed")
+			if r := runCLI(t, "verify", "--dump", a); r.code != exitFail {
+				t.Fatalf("verify of the seeded dump: want exit 1\n%v", r)
+			}
+			if r := runCLI(t, "rebuild", "--dump", a, "--out", out); r.code != exitOK {
+				t.Fatalf("rebuild\n%v", r)
+			}
+			if r := runCLI(t, "verify", "--dump", out); r.code != exitOK {
+				t.Fatalf("verify of the rebuilt dump: want exit 0\n%v", r)
+			}
+		})
+	}
+}
+
+func mapsEqualBool(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func values(t *testing.T, v bson.RawValue) []bson.RawValue {
+	t.Helper()
+	vs, err := v.Array().Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// floor is the physical floor of an offline verify (out empty) or rebuild:
+// a plain reader of the same files that touches only the fields the
+// derivation needs (submissions: _id, user, problem, timestamp,
+// languageType, status, score; homeworks: duration.end, penalty and every
+// studentStatus entry's fields; users: _id and the three derived fields;
+// problems: _id and homeworks), and, for a rebuild, writes the output
+// bytes (user and homework documents as read, every other file copied).
+// It derives nothing. It returns a checksum of what it touched, so the
+// work cannot be optimized away.
+func floor(dir, out string) (uint64, error) {
+	var sum uint64
+	touch := map[string]func([]byte){
+		"submission": func(doc []byte) {
+			eachElement(doc, func(key []byte, v bsoncore.Value) {
+				switch string(key) {
+				case "_id", "user", "problem", "timestamp", "languageType", "status", "score":
+					sum += uint64(len(v.Data)) + uint64(v.Data[0])
+				}
+			})
+		},
+		"homework": func(doc []byte) {
+			eachElement(doc, func(key []byte, v bsoncore.Value) {
+				switch string(key) {
+				case "duration", "penalty":
+					sum += uint64(len(v.Data))
+				case "studentStatus":
+					eachElement(v.Data, func(user []byte, ud bsoncore.Value) {
+						sum += uint64(len(user))
+						eachElement(ud.Data, func(pk []byte, e bsoncore.Value) {
+							eachElement(e.Data, func(k []byte, f bsoncore.Value) {
+								sum += uint64(len(f.Data))
+							})
+						})
+					})
+				}
+			})
+		},
+		"user": func(doc []byte) {
+			eachElement(doc, func(key []byte, v bsoncore.Value) {
+				switch string(key) {
+				case "_id", "submission", "AC_submission", "AC_problem_ids":
+					sum += uint64(len(v.Data))
+				}
+			})
+		},
+		"problem": func(doc []byte) {
+			eachElement(doc, func(key []byte, v bsoncore.Value) {
+				switch string(key) {
+				case "_id", "homeworks":
+					sum += uint64(len(v.Data))
+				}
+			})
+		},
+	}
+	if out != "" {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return 0, err
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if name == "user.bson" || name == "homework.bson" || e.IsDir() {
+				continue
+			}
+			if err := copyFile(filepath.Join(dir, name), filepath.Join(out, name)); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for _, coll := range []string{"problem", "homework", "user", "submission"} {
+		var w *bufio.Writer
+		if out != "" && (coll == "user" || coll == "homework") {
+			f, err := os.Create(filepath.Join(out, coll+".bson"))
+			if err != nil {
+				return 0, err
+			}
+			defer f.Close()
+			w = bufio.NewWriterSize(f, 1<<20)
+		}
+		if err := readDocs(filepath.Join(dir, coll+".bson"), func(doc []byte) error {
+			touch[coll](doc)
+			if w != nil {
+				_, err := w.Write(doc)
+				return err
+			}
+			return nil
+		}); err != nil {
+			return 0, err
+		}
+		if w != nil {
+			if err := w.Flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return sum, nil
+}
+
+// readDocs calls fn with each document of a .bson file (a reused buffer).
+func readDocs(path string, fn func([]byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	buf := make([]byte, 0, 64<<10)
+	for {
+		var head [4]byte
+		if _, err := io.ReadFull(r, head[:]); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		n := int(binary.LittleEndian.Uint32(head[:]))
+		if n < 5 {
+			return fmt.Errorf("%s: bad length %d", path, n)
+		}
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		copy(buf, head[:])
+		if _, err := io.ReadFull(r, buf[4:]); err != nil {
+			return err
+		}
+		if err := fn(buf); err != nil {
+			return err
+		}
+	}
+}
+
+// eachElement walks a document's top-level elements; key is valid only
+// during the call.
+func eachElement(doc []byte, fn func(key []byte, v bsoncore.Value)) {
+	if len(doc) < 5 {
+		return
+	}
+	rem := doc[4 : len(doc)-1]
+	for len(rem) > 0 {
+		el, next, ok := bsoncore.ReadElement(rem)
+		if !ok {
+			return
+		}
+		rem = next
+		i := bytes.IndexByte(el[1:], 0)
+		if i < 0 {
+			return
+		}
+		val, _, ok := bsoncore.ReadValue(el[i+2:], bsoncore.Type(el[0]))
+		if !ok || len(val.Data) == 0 {
+			continue
+		}
+		fn(el[1:i+1], val)
+	}
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
