@@ -20,6 +20,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"unsafe"
@@ -108,6 +109,9 @@ func CheckOut(d dump.Dir, out string) error {
 	}
 	return nil
 }
+
+// gcPercent is the GOGC of a Run (see Run).
+const gcPercent = 400
 
 // record is one submission, compactly: what materialize.Submission holds,
 // with the user as an index into the interned names (56 bytes).
@@ -218,6 +222,11 @@ type state struct {
 	keys      map[string]string // interned studentStatus keys (users, problem keys)
 	lastHW    *homework
 	lastID    bson.ObjectID
+	// lastUser, lastDoc: the stored studentStatus document of lastUser in
+	// lastHW (Finish emits a user's entries of a homework one after the
+	// other).
+	lastUser string
+	lastDoc  []byte
 }
 
 // Run verifies dump d (Options.Out empty) or writes its corrected copy to
@@ -227,6 +236,13 @@ type state struct {
 // corrected homework would exceed 16 MiB (the report is returned too), or
 // a read or write error.
 func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, error) {
+	if os.Getenv("GOGC") == "" {
+		// The heap is mostly the catalog, live for the whole run, which
+		// the default GOGC=100 rescans at every doubling: 400 cut the CPU
+		// of a 1M-submission verify by about 10% for about 40 MB more peak
+		// RSS (the records are off the heap). An explicit GOGC wins.
+		defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
+	}
 	s := &state{opts: opts, rep: &watch.RebuildReport{}, cat: materialize.NewCatalog(),
 		homeworks: make(map[bson.ObjectID]*homework), users: make(map[string]*user), ids: make(map[string]uint32),
 		keys: make(map[string]string)}
@@ -600,8 +616,11 @@ func (s *state) Entry(h bson.ObjectID, userName, pk string, e materialize.Entry)
 	if hw == nil || s.lastID != h {
 		hw = s.homeworks[h]
 		s.lastHW, s.lastID = hw, h
+		s.lastUser, s.lastDoc = userName, hw.students[userName]
+	} else if userName != s.lastUser {
+		s.lastUser, s.lastDoc = userName, hw.students[userName]
 	}
-	v, ok := lookupEntry(hw.students[userName], pk)
+	v, ok := lookupEntry(s.lastDoc, pk)
 	if ok && e.MatchesStored(v) {
 		return nil
 	}
