@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/big"
 	"slices"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -202,9 +203,14 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 		hw *Homework
 		e  Entry
 	}
-	slots := make([]slot, 0, len(homeworks))
+	// A problem is in a few homeworks: the slots stay on the stack, and
+	// the problem key is formatted once rather than per homework.
+	var slotBuf [4]slot
+	slots := slotBuf[:0]
+	var pkBuf [20]byte
+	pk := strconv.AppendInt(pkBuf[:0], problem, 10)
 	for _, h := range homeworks {
-		if h.HasEntry(user, problem) {
+		if _, ok := h.Students[user][string(pk)]; ok { // h.HasEntry(user, problem)
 			slots = append(slots, slot{hw: h})
 		}
 	}
