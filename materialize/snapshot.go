@@ -150,7 +150,7 @@ func (b *Builder) flushUser() error {
 	}
 	b.done[b.user] = struct{}{}
 	st := b.tally.Stats()
-	b.tally = UserTally{}
+	b.tally.reset()
 	b.started = false
 	return b.sink.User(b.user, st)
 }
