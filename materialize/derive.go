@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -239,13 +240,17 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 			n++
 		}
 	}
-	hexIDs := make([]byte, 0, 24*n)
+	// strings.Builder hands its buffer over as the string: no copy.
+	var ids strings.Builder
+	ids.Grow(24 * n)
+	var hexID [24]byte
 	for i := range subs {
 		if counts(&subs[i]) {
-			hexIDs = hex.AppendEncode(hexIDs, subs[i].ID[:])
+			hex.Encode(hexID[:], subs[i].ID[:])
+			ids.Write(hexID[:])
 		}
 	}
-	allIDs := string(hexIDs)
+	allIDs := ids.String()
 	for j := range slots {
 		slots[j].e.SubmissionIDs = make([]string, 0, n)
 	}

@@ -137,15 +137,27 @@ const bucketBits = 12
 type records struct {
 	bits   uint
 	blocks [][]record
-	frees  []func()
+	frees  []func() // nil for a block taken from spare
 	n      int
+	// spare, when set, holds blocks of 1<<bits records already mapped
+	// (and touched), taken before mapping new ones: derive moves the
+	// records into buckets carved from the blocks it has moved them out
+	// of, rather than faulting in as much fresh memory again.
+	spare *[][]record
 }
 
 func (rs *records) add(r record) error {
 	if rs.n>>rs.bits == len(rs.blocks) {
-		b, free, err := offHeap[record](1 << rs.bits)
-		if err != nil {
-			return fmt.Errorf("submission records: %w", err)
+		var b []record
+		var free func()
+		if rs.spare != nil && len(*rs.spare) > 0 {
+			sp := *rs.spare
+			b, *rs.spare = sp[len(sp)-1], sp[:len(sp)-1]
+		} else {
+			var err error
+			if b, free, err = offHeap[record](1 << rs.bits); err != nil {
+				return fmt.Errorf("submission records: %w", err)
+			}
 		}
 		rs.blocks = append(rs.blocks, b[:0])
 		rs.frees = append(rs.frees, free)
@@ -165,8 +177,21 @@ func (rs *records) freeBlock(i int) {
 	if rs.frees[i] != nil {
 		rs.frees[i]()
 		rs.frees[i] = nil
-		rs.blocks[i] = nil
+	} else if rs.blocks[i] != nil {
+		release(rs.blocks[i]) // a spare block: its mapping is freed later
 	}
+	rs.blocks[i] = nil
+}
+
+// recycle hands block i, which must not be read again, to spare in
+// blocks of 1<<bits records; its memory is unmapped by free.
+func (rs *records) recycle(i int, bits uint, spare *[][]record) {
+	b := rs.blocks[i]
+	b = b[:cap(b)]
+	for c := 0; c+1<<bits <= len(b); c += 1 << bits {
+		*spare = append(*spare, b[c:c:c+1<<bits])
+	}
+	rs.blocks[i] = nil
 }
 
 // free releases every block; the records are unusable afterwards.
@@ -462,8 +487,10 @@ func (s *state) derive(ctx context.Context, recs *records) error {
 	nb := min(max(recs.n>>shift, 1), 1024, max(nu, 1))
 	bucketOf := func(r uint32) int { return int(uint64(r) * uint64(nb) / uint64(nu)) }
 	buckets := make([]records, nb)
+	var spare [][]record
 	for i := range buckets {
 		buckets[i].bits = bucketBits
+		buckets[i].spare = &spare
 	}
 	defer func() {
 		for i := range buckets {
@@ -480,7 +507,7 @@ func (s *state) derive(ctx context.Context, recs *records) error {
 				return err
 			}
 		}
-		recs.freeBlock(bi)
+		recs.recycle(bi, bucketBits, &spare)
 	}
 	// Within a user, records sort by problem as packed integers
 	// (problem offset, record index) when the problems span under 2^32.
