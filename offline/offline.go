@@ -26,7 +26,6 @@ import (
 	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/materialize"
@@ -647,7 +646,7 @@ func (s *state) Entry(h bson.ObjectID, userName, pk string, e materialize.Entry)
 	} else if userName != s.lastUser {
 		s.lastUser, s.lastDoc = userName, hw.students[userName]
 	}
-	v, ok := lookupEntry(s.lastDoc, pk)
+	v, ok := materialize.LastValue(s.lastDoc, pk)
 	if ok && e.MatchesStored(v) {
 		return nil
 	}
@@ -667,32 +666,6 @@ func (s *state) Entry(h bson.ObjectID, userName, pk string, e materialize.Entry)
 		hw.fix[entryKey{userName, pk}] = e
 	}
 	return nil
-}
-
-// lookupEntry finds problem key pk in a user's studentStatus document
-// (the last occurrence, as a map built from its elements would hold).
-func lookupEntry(doc []byte, pk string) (bson.RawValue, bool) {
-	if len(doc) < 5 {
-		return bson.RawValue{}, false
-	}
-	var out bson.RawValue
-	found := false
-	rem := doc[4 : len(doc)-1]
-	for len(rem) > 0 {
-		el, next, ok := bsoncore.ReadElement(rem)
-		if !ok {
-			break
-		}
-		rem = next
-		key, err := el.KeyBytesErr()
-		if err != nil || string(key) != pk {
-			continue
-		}
-		if cv, err := el.ValueErr(); err == nil {
-			out, found = bson.RawValue{Type: bson.Type(cv.Type), Value: cv.Data}, true
-		}
-	}
-	return out, found
 }
 
 // checkSizes fails when a corrected homework would exceed 16 MiB, naming
