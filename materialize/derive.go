@@ -1,10 +1,14 @@
 package materialize
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"math/big"
 	"slices"
+	"strconv"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -202,9 +206,14 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 		hw *Homework
 		e  Entry
 	}
-	slots := make([]slot, 0, len(homeworks))
+	// A problem is in a few homeworks: the slots stay on the stack, and
+	// the problem key is formatted once rather than per homework.
+	var slotBuf [4]slot
+	slots := slotBuf[:0]
+	var pkBuf [20]byte
+	pk := strconv.AppendInt(pkBuf[:0], problem, 10)
 	for _, h := range homeworks {
-		if h.HasEntry(user, problem) {
+		if _, ok := h.Students[user][string(pk)]; ok { // h.HasEntry(user, problem)
 			slots = append(slots, slot{hw: h})
 		}
 	}
@@ -231,13 +240,17 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 			n++
 		}
 	}
-	hexIDs := make([]byte, 0, 24*n)
+	// strings.Builder hands its buffer over as the string: no copy.
+	var ids strings.Builder
+	ids.Grow(24 * n)
+	var hexID [24]byte
 	for i := range subs {
 		if counts(&subs[i]) {
-			hexIDs = hex.AppendEncode(hexIDs, subs[i].ID[:])
+			hex.Encode(hexID[:], subs[i].ID[:])
+			ids.Write(hexID[:])
 		}
 	}
-	allIDs := string(hexIDs)
+	allIDs := ids.String()
 	for j := range slots {
 		slots[j].e.SubmissionIDs = make([]string, 0, n)
 	}
@@ -360,8 +373,26 @@ func subInt64(a, b int64) (int64, bool) {
 // order. It mirrors User.add_submission: every judged submission counts,
 // whatever its language or problem; score == 100 counts as AC.
 type UserTally struct {
-	n, ac   int64
-	firstAC map[int64]Submission // problem → first AC submission by (timestamp, _id)
+	n, ac int64
+	// firstAC holds each AC problem's first AC submission by (timestamp,
+	// _id), sorted by problem: a user has tens of AC problems, which a
+	// slice searches faster than a map of whole Submissions grows, and
+	// groups fed in problem order only append.
+	firstAC []firstAC
+}
+
+// firstAC is what UserTally keeps of a problem's first AC submission.
+type firstAC struct {
+	problem, timestamp int64
+	id                 bson.ObjectID
+}
+
+// before is Submission.Before on the kept fields.
+func (f *firstAC) before(g *firstAC) bool {
+	if f.timestamp != g.timestamp {
+		return f.timestamp < g.timestamp
+	}
+	return bytes.Compare(f.id[:], g.id[:]) < 0
 }
 
 // Add counts s if it is judged.
@@ -374,25 +405,46 @@ func (t *UserTally) Add(s *Submission) {
 		return
 	}
 	t.ac++
-	if t.firstAC == nil {
-		t.firstAC = make(map[int64]Submission)
+	f := firstAC{problem: s.Problem, timestamp: s.Timestamp, id: s.ID}
+	n := len(t.firstAC)
+	var i int
+	var found bool
+	switch {
+	case n == 0 || t.firstAC[n-1].problem < s.Problem:
+		i = n
+	case t.firstAC[n-1].problem == s.Problem:
+		i, found = n-1, true
+	default:
+		i, found = slices.BinarySearchFunc(t.firstAC, s.Problem, func(a firstAC, p int64) int { return cmp.Compare(a.problem, p) })
 	}
-	if f, ok := t.firstAC[s.Problem]; !ok || s.Before(&f) {
-		t.firstAC[s.Problem] = *s
+	if !found {
+		t.firstAC = slices.Insert(t.firstAC, i, f)
+	} else if f.before(&t.firstAC[i]) {
+		t.firstAC[i] = f
 	}
+}
+
+// reset empties t, keeping its memory for the next user.
+func (t *UserTally) reset() {
+	t.n, t.ac, t.firstAC = 0, 0, t.firstAC[:0]
 }
 
 // Stats returns the derived user fields; AC_problem_ids is ordered by each
 // problem's first AC submission.
 func (t *UserTally) Stats() UserStats {
-	st := UserStats{Submission: t.n, ACSubmission: t.ac, ACProblemIDs: make([]int64, 0, len(t.firstAC))}
-	firsts := make([]Submission, 0, len(t.firstAC))
-	for _, s := range t.firstAC {
-		firsts = append(firsts, s)
-	}
-	slices.SortFunc(firsts, cmpSubmission)
-	for _, s := range firsts {
-		st.ACProblemIDs = append(st.ACProblemIDs, s.Problem)
+	firsts := slices.Clone(t.firstAC)
+	slices.SortFunc(firsts, func(a, b firstAC) int {
+		switch {
+		case a.before(&b):
+			return -1
+		case b.before(&a):
+			return 1
+		}
+		return 0
+	})
+	st := UserStats{Submission: t.n, ACSubmission: t.ac, ACProblemIDs: make([]int64, 0, len(firsts))}
+	for _, f := range firsts {
+		st.ACProblemIDs = append(st.ACProblemIDs, f.problem)
 	}
 	return st
 }

@@ -275,3 +275,24 @@ func elementsOf(doc []byte) ([]byte, error) {
 	}
 	return body, nil
 }
+
+// LastValue returns the value of the last top-level element of document
+// doc named key (the one a map built from its elements would hold),
+// without allocating; false when there is none. doc is read up to the
+// first unreadable element (a validated document has none).
+func LastValue(doc []byte, key string) (bson.RawValue, bool) {
+	var out bson.RawValue
+	found := false
+	rem := elementBytes(doc)
+	for len(rem) > 0 {
+		t, k, v, rest, ok := nextElement(rem)
+		if !ok {
+			break
+		}
+		rem = rest
+		if string(k) == key {
+			out, found = bson.RawValue{Type: t, Value: v}, true
+		}
+	}
+	return out, found
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
@@ -206,5 +207,33 @@ func TestUserValueEncoding(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("%+v:\n got %x\nwant %x", st, got, want)
 		}
+	}
+}
+
+// TestLastValue: the last element of a key wins (as a map built from the
+// elements holds it); absent keys, empty and nil documents find nothing.
+func TestLastValue(t *testing.T) {
+	dup := bsoncore.NewDocumentBuilder().AppendInt32("7", 1).AppendString("8", "x").AppendInt32("7", 2).Build()
+	cases := []struct {
+		name string
+		doc  []byte
+		key  string
+		want bson.RawValue
+		ok   bool
+	}{
+		{"duplicate: the last", dup, "7", bson.RawValue{Type: bson.TypeInt32, Value: bsoncore.AppendInt32(nil, 2)}, true},
+		{"single", dup, "8", bson.RawValue{Type: bson.TypeString, Value: bsoncore.AppendString(nil, "x")}, true},
+		{"absent", dup, "9", bson.RawValue{}, false},
+		{"prefix of a key", dup, "", bson.RawValue{}, false},
+		{"empty document", bsoncore.NewDocumentBuilder().Build(), "7", bson.RawValue{}, false},
+		{"nil", nil, "7", bson.RawValue{}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := materialize.LastValue(c.doc, c.key)
+			if ok != c.ok || got.Type != c.want.Type || !bytes.Equal(got.Value, c.want.Value) {
+				t.Errorf("got %v %v, want %v %v", got, ok, c.want, c.ok)
+			}
+		})
 	}
 }

@@ -62,6 +62,17 @@ type Sink interface {
 	Entry(homework bson.ObjectID, user, problemKey string, e Entry) error
 }
 
+// problemKey is ProblemKey(problem), one string per problem for the
+// Builder's life (a group would otherwise allocate one).
+func (b *Builder) problemKey(problem int64) string {
+	if pk, ok := b.pks[problem]; ok {
+		return pk
+	}
+	pk := ProblemKey(problem)
+	b.pks[problem] = pk
+	return pk
+}
+
 // ErrUngrouped is returned by Builder.Group when a user's groups are not
 // contiguous in the input.
 var ErrUngrouped = errors.New("submissions not grouped by user")
@@ -83,6 +94,7 @@ type Builder struct {
 	// (sorted),
 	// so Finish skips a user without any by one lookup per homework user.
 	covered map[string][]int64
+	pks     map[int64]string // see problemKey
 
 	// PenaltyErrors counts failed penalty evaluations so far.
 	PenaltyErrors int
@@ -90,7 +102,8 @@ type Builder struct {
 
 // NewBuilder returns a Builder writing to sink.
 func NewBuilder(d *Deriver, cat *Catalog, sink Sink) *Builder {
-	return &Builder{d: d, cat: cat, sink: sink, done: make(map[string]struct{}), covered: make(map[string][]int64)}
+	return &Builder{d: d, cat: cat, sink: sink, done: make(map[string]struct{}), covered: make(map[string][]int64),
+		pks: make(map[int64]string)}
 }
 
 // Group derives one (user, problem) group. subs must all belong to the
@@ -119,7 +132,10 @@ func (b *Builder) Group(user string, problem int64, subs []Submission) error {
 			b.covered[user] = slices.Insert(c, i, problem)
 		}
 	}
-	pk := ProblemKey(problem)
+	if len(res.Entries) == 0 {
+		return nil
+	}
+	pk := b.problemKey(problem)
 	for _, he := range res.Entries {
 		if err := b.sink.Entry(he.Homework, user, pk, he.Entry); err != nil {
 			return err
@@ -134,7 +150,7 @@ func (b *Builder) flushUser() error {
 	}
 	b.done[b.user] = struct{}{}
 	st := b.tally.Stats()
-	b.tally = UserTally{}
+	b.tally.reset()
 	b.started = false
 	return b.sink.User(b.user, st)
 }

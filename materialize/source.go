@@ -146,7 +146,10 @@ func ProblemKey(problem int64) string { return strconv.FormatInt(problem, 10) }
 // str(int) produces, since only that form is ever looked up.
 func ParseProblemKey(key string) (int64, bool) {
 	p, err := strconv.ParseInt(key, 10, 64)
-	if err != nil || strconv.FormatInt(p, 10) != key {
+	// Canonical form checked in a stack buffer: Finish parses every
+	// stored key, and FormatInt would allocate a string for each.
+	var buf [20]byte
+	if err != nil || string(strconv.AppendInt(buf[:0], p, 10)) != key {
 		return 0, false
 	}
 	return p, true
@@ -556,7 +559,17 @@ func (hd HomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
 	// The document was validated whole above, so its elements read; they
 	// are walked in place rather than through Elements (a slice per user).
 	users := elementBytes(ssd)
-	h.Students = make(map[string]map[string]struct{})
+	// Sized by a first walk (keys only): growing the map rehashes it
+	// several times per homework.
+	n := 0
+	for rem := users; len(rem) > 0; n++ {
+		_, _, _, rest, ok := nextElement(rem)
+		if !ok {
+			break
+		}
+		rem = rest
+	}
+	h.Students = make(map[string]map[string]struct{}, n)
 	for len(users) > 0 {
 		t, ukey, uval, rest, ok := nextElement(users)
 		if !ok {

@@ -56,3 +56,37 @@ func TestDecodeUserStatsAbsentIsDefault(t *testing.T) {
 		})
 	}
 }
+
+// TestUserTallyOrderIndependent: a user's tally is the same whatever order
+// its submissions come in (the Builder feeds groups in problem order; other
+// callers do not): AC_problem_ids lists each problem once, ordered by its
+// first AC submission by (timestamp, _id), a later AC of the same problem
+// changing nothing, and a non-AC or unjudged submission counting only
+// towards submission (or nothing).
+func TestUserTallyOrderIndependent(t *testing.T) {
+	id := func(b byte) bson.ObjectID { return bson.ObjectID{11: b} }
+	sub := func(b byte, problem, ts, score int64, status int64) materialize.Submission {
+		return materialize.Submission{ID: id(b), User: "u", Problem: problem, Timestamp: ts, Score: score, Status: status}
+	}
+	subs := []materialize.Submission{
+		sub(1, 30, 500, 100, 0), // problem 30: first AC at 500
+		sub(2, 10, 700, 100, 0), // problem 10: AC at 700 ...
+		sub(3, 10, 600, 100, 0), // ... but an earlier one at 600
+		sub(4, 20, 600, 100, 0), // problem 20: AC at 600, _id 4 after _id 3
+		sub(5, 20, 900, 100, 0), // a later AC of 20: no change
+		sub(6, 40, 100, 50, 0),  // not AC
+		sub(7, 50, 50, 100, -2), // not judged
+		sub(8, 30, 400, 60, 0),  // judged, not AC
+	}
+	want := materialize.UserStats{Submission: 7, ACSubmission: 5, ACProblemIDs: []int64{30, 10, 20}}
+	orders := [][]int{{0, 1, 2, 3, 4, 5, 6, 7}, {7, 6, 5, 4, 3, 2, 1, 0}, {2, 3, 0, 7, 1, 4, 6, 5}, {1, 5, 2, 4, 0, 6, 3, 7}}
+	for _, order := range orders {
+		var tally materialize.UserTally
+		for _, i := range order {
+			tally.Add(&subs[i])
+		}
+		if got := tally.Stats(); !got.Equal(want) {
+			t.Errorf("order %v: got %+v, want %+v", order, got, want)
+		}
+	}
+}

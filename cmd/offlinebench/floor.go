@@ -3,13 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/normal-oj/noj-materializer/dump"
 )
 
 // floor is the physical floor of an offline verify (out empty) or rebuild:
@@ -18,7 +19,9 @@ import (
 // languageType, status, score; homeworks: duration.end, penalty and every
 // studentStatus entry's fields; users: _id and the three derived fields;
 // problems: _id and homeworks), and, for a rebuild, writes the output
-// bytes (user and homework documents as read, every other file copied).
+// bytes (user and homework documents as read, every other file copied as
+// the command copies it). Arrays the derivation walks (a problem's
+// homeworks, a user's AC_problem_ids) are walked element by element.
 // It derives nothing. It returns a checksum of what it touched, so the
 // work cannot be optimized away.
 func floor(dir, out string) (uint64, error) {
@@ -52,16 +55,20 @@ func floor(dir, out string) (uint64, error) {
 		"user": func(doc []byte) {
 			eachElement(doc, func(key []byte, v bsoncore.Value) {
 				switch string(key) {
-				case "_id", "submission", "AC_submission", "AC_problem_ids":
+				case "_id", "submission", "AC_submission":
 					sum += uint64(len(v.Data))
+				case "AC_problem_ids":
+					eachElement(v.Data, func(_ []byte, p bsoncore.Value) { sum += uint64(p.Data[0]) })
 				}
 			})
 		},
 		"problem": func(doc []byte) {
 			eachElement(doc, func(key []byte, v bsoncore.Value) {
 				switch string(key) {
-				case "_id", "homeworks":
+				case "_id":
 					sum += uint64(len(v.Data))
+				case "homeworks":
+					eachElement(v.Data, func(_ []byte, h bsoncore.Value) { sum += uint64(h.Data[0]) })
 				}
 			})
 		},
@@ -84,6 +91,12 @@ func floor(dir, out string) (uint64, error) {
 			}
 		}
 	}
+	// The same reader as the offline commands (framing checked, documents
+	// sliced out of large reads), so the ratio is the derivation's cost.
+	d, err := dump.Resolve(dir, "")
+	if err != nil {
+		return 0, err
+	}
 	for _, coll := range []string{"problem", "homework", "user", "submission"} {
 		var w *bufio.Writer
 		if out != "" && (coll == "user" || coll == "homework") {
@@ -94,7 +107,7 @@ func floor(dir, out string) (uint64, error) {
 			defer f.Close()
 			w = bufio.NewWriterSize(f, 1<<20)
 		}
-		if err := readDocs(filepath.Join(dir, coll+".bson"), func(doc []byte) error {
+		if err := d.Each(coll, false, func(doc bson.Raw) error {
 			touch[coll](doc)
 			if w != nil {
 				_, err := w.Write(doc)
@@ -111,40 +124,6 @@ func floor(dir, out string) (uint64, error) {
 		}
 	}
 	return sum, nil
-}
-
-// readDocs calls fn with each document of a .bson file (a reused buffer).
-func readDocs(path string, fn func([]byte) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
-	buf := make([]byte, 0, 64<<10)
-	for {
-		var head [4]byte
-		if _, err := io.ReadFull(r, head[:]); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		n := int(binary.LittleEndian.Uint32(head[:]))
-		if n < 5 {
-			return fmt.Errorf("%s: bad length %d", path, n)
-		}
-		if cap(buf) < n {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		copy(buf, head[:])
-		if _, err := io.ReadFull(r, buf[4:]); err != nil {
-			return err
-		}
-		if err := fn(buf); err != nil {
-			return err
-		}
-	}
 }
 
 // eachElement walks a document's top-level elements; key is valid only

@@ -13,14 +13,17 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,6 +96,7 @@ func run(args []string) error {
 	sizes := fs.String("sizes", "100000,1000000,3000000", "submission counts")
 	bin := fs.String("bin", "bin/materializer", "the materializer binary")
 	base := fs.String("base", "", "git revision for the online rebuild benchmark's before figure (none: skip)")
+	reps := fs.Int("reps", 5, "runs of each side per size (alternating); the table shows the medians")
 	_ = fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {
@@ -112,7 +116,11 @@ func run(args []string) error {
 			return err
 		}
 	}
-	var before []string
+	if *reps < 1 {
+		return fmt.Errorf("--reps %d: at least 1", *reps)
+	}
+	var before, samples []string
+	fmt.Printf("each size: its files read once to warm the page cache, then %d rounds of floor, verify, floor+write, rebuild; CPU = user+sys of the child (getrusage), median over the rounds; ratio = median / median; peak RSS = largest over the rounds\n\n", *reps)
 	fmt.Println("| submissions | floor (read) | verify --dump | ratio | verify peak RSS | floor (read+write) | rebuild --dump --out | ratio | rebuild peak RSS |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	var rssByN []struct {
@@ -137,22 +145,35 @@ func run(args []string) error {
 		}
 		outs := filepath.Join(*dir, "out")
 		_ = os.RemoveAll(outs)
-		fv, err := measure(false, self, "floor", "--dump", d)
-		if err != nil {
+		if err := warm(d); err != nil {
 			return err
 		}
-		v, err := measure(true, *bin, "verify", "--dump", d, "--quiet", "--max-diffs", "0")
-		if err != nil {
-			return err
+		// Floor and command alternate, so a change of the machine's load
+		// or of the cache during the run affects both sides alike.
+		var fvs, vs, frs, rs []usage
+		for range *reps {
+			fv, err := measure(false, self, "floor", "--dump", d)
+			if err != nil {
+				return err
+			}
+			v, err := measure(true, *bin, "verify", "--dump", d, "--quiet", "--max-diffs", "0")
+			if err != nil {
+				return err
+			}
+			fr, err := measure(false, self, "floor", "--dump", d, "--out", filepath.Join(outs, "floor"))
+			if err != nil {
+				return err
+			}
+			clean(outs)
+			r, err := measure(false, *bin, "rebuild", "--dump", d, "--out", filepath.Join(outs, "rebuild"), "--quiet", "--max-diffs", "0")
+			if err != nil {
+				return err
+			}
+			clean(outs)
+			fvs, vs, frs, rs = append(fvs, fv), append(vs, v), append(frs, fr), append(rs, r)
 		}
-		fr, err := measure(false, self, "floor", "--dump", d, "--out", filepath.Join(outs, "floor"))
-		if err != nil {
-			return err
-		}
-		r, err := measure(false, *bin, "rebuild", "--dump", d, "--out", filepath.Join(outs, "rebuild"), "--quiet", "--max-diffs", "0")
-		if err != nil {
-			return err
-		}
+		fv, v, fr, r := medianOf(fvs), medianOf(vs), medianOf(frs), medianOf(rs)
+		samples = append(samples, fmt.Sprintf("| %d | %s | %s | %s | %s |", n, cpus(fvs), cpus(vs), cpus(frs), cpus(rs)))
 		_ = os.RemoveAll(outs)
 		if baseBin != "" && n <= 1_000_000 {
 			bv, err := measure(true, baseBin, "verify", "--dump", d, "--max-diffs", "0")
@@ -182,6 +203,12 @@ func run(args []string) error {
 			float64(b.vr-a.vr)/per/(1<<20), float64(b.rr-a.rr)/per/(1<<20))
 	}
 	fmt.Println()
+	fmt.Println("\nCPU seconds of every round, in order (floor read | verify | floor read+write | rebuild):")
+	fmt.Println("| submissions | floor (read) | verify --dump | floor (read+write) | rebuild --dump --out |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, l := range samples {
+		fmt.Println(l)
+	}
 	if len(before) > 0 {
 		fmt.Printf("\nthe same offline commands at %s (the dump loaded into memstore), sizes up to 1M:\n", *base)
 		fmt.Println("| submissions | verify --dump CPU | peak RSS | rebuild --dump --out CPU | peak RSS |")
@@ -194,6 +221,60 @@ func run(args []string) error {
 		return onlineBench(*dir, *base)
 	}
 	return nil
+}
+
+// warm reads every file of dump directory d once, so the measured runs
+// all find it in the page cache (the first run after seeding or after
+// other work would otherwise pay for the disk, and only on one side).
+func warm(d string) error {
+	entries, err := os.ReadDir(d)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		f, err := os.Open(filepath.Join(d, e.Name()))
+		if err != nil {
+			return err
+		}
+		_, err = io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("warm %s: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+// clean removes the outputs of a round and flushes what is still dirty,
+// so the writeback of one run does not land in the next one's time.
+func clean(outs string) {
+	_ = os.RemoveAll(outs)
+	syscall.Sync()
+}
+
+// medianOf returns the run with the median CPU (the upper one of an even
+// count), with the peak RSS raised to the largest of all runs.
+func medianOf(us []usage) usage {
+	s := slices.Clone(us)
+	slices.SortFunc(s, func(a, b usage) int { return cmp.Compare(a.cpu, b.cpu) })
+	m := s[len(s)/2]
+	for _, u := range us {
+		m.rss = max(m.rss, u.rss)
+	}
+	return m
+}
+
+// cpus lists the CPU seconds of runs in order.
+func cpus(us []usage) string {
+	parts := make([]string, len(us))
+	for i, u := range us {
+		parts[i] = fmt.Sprintf("%.2f", u.cpu.Seconds())
+	}
+	return strings.Join(parts, " ")
 }
 
 // baseSource unpacks revision base (git archive) under dir once.
