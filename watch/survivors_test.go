@@ -519,7 +519,7 @@ func TestLeaderRunLosesAndCampaigns(t *testing.T) {
 		if !errors.Is(err, errBrokenFeed) {
 			t.Errorf("Run with a broken feed: %v, want its error", err)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return the engine's error")
 	}
 }
