@@ -108,95 +108,17 @@ func (d Dir) Read(coll string) ([]bson.Raw, error) {
 	}
 }
 
-// Copy writes a corrected copy of the dump to out, in the same layout:
-// every file under d.Root (other databases, metadata, oplog.bson) is copied
-// byte for byte, except the BSON files of the collections in docs in the
-// database directory, which are rewritten with the given documents (in the
-// same compression). out must not exist or be empty.
-func (d Dir) Copy(out string, docs map[string][]bson.Raw) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return fmt.Errorf("write dump: %w", err)
-	}
-	entries, err := os.ReadDir(out)
-	if err != nil {
-		return fmt.Errorf("write dump: %w", err)
-	}
-	if len(entries) > 0 {
-		return fmt.Errorf("write dump: %s is not empty (refusing to overwrite)", out)
-	}
-	root := d.Root
-	if root == "" {
-		root = d.Path
-	}
-	outAbs, err := filepath.Abs(out)
-	if err != nil {
-		return fmt.Errorf("write dump: %w", err)
-	}
-	return filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("read dump: %w", err)
-		}
-		if abs, _ := filepath.Abs(path); abs == outAbs {
-			return fs.SkipDir // the output directory inside the dump
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
-		}
-		dst := filepath.Join(out, rel)
-		if e.IsDir() {
-			if rel == "." {
-				return nil
-			}
-			if err := os.MkdirAll(dst, 0o755); err != nil {
-				return fmt.Errorf("write dump: %w", err)
-			}
-			return nil
-		}
-		name := e.Name()
-		if filepath.Dir(path) == filepath.Clean(d.Path) {
-			coll := strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".bson")
-			newDocs, rewrite := docs[coll]
-			isBSON := strings.HasSuffix(name, ".bson") || strings.HasSuffix(name, ".bson.gz")
-			if rewrite && isBSON {
-				return writeBSON(dst, strings.HasSuffix(name, ".gz"), newDocs)
+// writeBSON writes docs to a new collection file at path (gzip-compressed
+// when gz).
+func writeBSON(path string, gz bool, docs []bson.Raw) error {
+	return writeBSONFunc(path, gz, func(emit func(doc []byte) error) error {
+		for _, doc := range docs {
+			if err := emit(doc); err != nil {
+				return err
 			}
 		}
-		return copyFile(path, dst)
+		return nil
 	})
-}
-
-func writeBSON(path string, gz bool, docs []bson.Raw) (err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("write dump: %w", err)
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("write dump: %w", cerr)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 64<<10)
-	var w io.Writer = bw
-	var zw *gzip.Writer
-	if gz {
-		zw = gzip.NewWriter(bw)
-		w = zw
-	}
-	for _, doc := range docs {
-		if _, err := w.Write(doc); err != nil {
-			return fmt.Errorf("write dump %s: %w", path, err)
-		}
-	}
-	if zw != nil {
-		if err := zw.Close(); err != nil {
-			return fmt.Errorf("write dump %s: %w", path, err)
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write dump %s: %w", path, err)
-	}
-	return nil
 }
 
 func copyFile(src, dst string) error {
