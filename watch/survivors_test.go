@@ -460,7 +460,9 @@ type brokenFeed struct{}
 
 var errBrokenFeed = errors.New("not authorized on normal-oj to execute command aggregate")
 
-func (brokenFeed) Open(context.Context, watch.Position) (watch.Stream, error) { return nil, errBrokenFeed }
+func (brokenFeed) Open(context.Context, watch.Position) (watch.Stream, error) {
+	return nil, errBrokenFeed
+}
 
 // TestLeaderRunLosesAndCampaigns: Run renews every TTL/3; when another
 // instance takes the lease, Run ends the term and stands by instead of
