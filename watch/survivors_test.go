@@ -178,6 +178,10 @@ func TestRebuildReportCounts(t *testing.T) {
 			if d.Derived == "" || !strings.HasPrefix(d.Derived, "{") && !strings.HasPrefix(d.Derived, "[") {
 				t.Errorf("diff %+v: derived value not rendered as Extended JSON", d)
 			}
+			// Stored documents read like derived ones: relaxed Extended JSON.
+			if strings.HasPrefix(d.Stored, "{") && strings.Contains(d.Stored, "$numberInt") {
+				t.Errorf("diff %+v: stored value in canonical, not relaxed, Extended JSON", d)
+			}
 		}
 	}
 	if s := w.st.Stats(); s.UserWrites+s.EntryWrites != 0 {
@@ -425,6 +429,8 @@ func TestLeaderRun(t *testing.T) {
 		return &watch.Engine{Store: st, Feed: st, Checkpoints: st, Log: zerolog.Nop(), Now: clk.Now,
 			Config: watch.Config{Epoch: epoch, Owner: "b", IdlePause: time.Millisecond}}
 	}
+	rw := &releaseWatcher{gatedLeases: g}
+	b.Leases = rw
 	stopB, doneB := run(b)
 	defer stopB()
 	waitTicks(t, g, 3)
@@ -451,6 +457,9 @@ func TestLeaderRun(t *testing.T) {
 	}
 	if l, _, _ := st.Current(context.Background()); !l.Expires.IsZero() {
 		t.Errorf("lease after b shut down: %+v, want released", l)
+	}
+	if len(rw.releaseErr) != 1 || rw.releaseErr[0] != nil {
+		t.Errorf("b's releases: %v, want one with a live context and time to run", rw.releaseErr)
 	}
 }
 
