@@ -182,24 +182,47 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 
 const codeReadConcernMajorityNotEnabled = 148
 
-// checkMajorityReads runs one majority read (ClusterTime's find of the
-// state document). Every read of the adapter has readConcern majority
-// (newDB); a MongoDB 4.4 replica set started with
-// enableMajorityReadConcern=false (MongoDB's advice for a
+// checkMajorityReads runs one majority read. Every read of the adapter
+// has readConcern majority (newDB); a MongoDB 4.4 replica set started
+// with enableMajorityReadConcern=false (MongoDB's advice for a
 // primary-secondary-arbiter set before 5.0) refuses such reads with
 // ReadConcernMajorityNotEnabled (148) while its change streams still work
 // (SERVER-37935), so without this check the daemon would open its stream
 // and then retry its first read forever.
+//
+// The probe reads the user collection, not the checkpoint collection:
+// Open runs it for every command, and explain runs with a read-only role
+// granting find on the four source collections only
+// (docs/operations.md), which would answer a find of the checkpoint
+// collection with Unauthorized (13). RunCommand sends the command as
+// written, adding no read concern of its own (driver
+// mongo/database.go:198-216 builds the operation without ReadConcern;
+// x/mongo/driver/operation.go:1594 addReadConcern adds nothing for a nil
+// one), so the majority level is in the command.
 func (d *DB) checkMajorityReads(ctx context.Context) error {
-	err := d.db.RunCommand(ctx, clusterTimeCommand(d.state.Name())).Err()
+	err := d.db.RunCommand(ctx, majorityProbeCommand(d.users.Name())).Err()
 	var ce mongo.CommandError
 	if errors.As(err, &ce) && ce.Code == codeReadConcernMajorityNotEnabled {
 		return fmt.Errorf("the server refuses majority reads (enableMajorityReadConcern=false), which every read of the materializer uses; enable it (see docs/operations.md#requirements): %w", err)
 	}
 	if err != nil {
-		return fmt.Errorf("majority read of %s: %w", d.state.Name(), err)
+		return fmt.Errorf("majority read of %s: %w", d.users.Name(), err)
 	}
 	return nil
+}
+
+// majorityProbeCommand is a majority find of coll matching no document
+// of the user collection (its _id is the username, a string, never an
+// ObjectId) through the _id index: it reads no document and scans none.
+func majorityProbeCommand(coll string) bson.D {
+	return bson.D{
+		{Key: "find", Value: coll},
+		{Key: "filter", Value: bson.D{{Key: "_id", Value: bson.ObjectID{}}}},
+		{Key: "projection", Value: bson.D{{Key: "_id", Value: 1}}},
+		{Key: "limit", Value: int64(1)},
+		{Key: "singleBatch", Value: true},
+		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "majority"}}},
+	}
 }
 
 // newDB returns the DB of cfg (defaults applied) on client: majority write

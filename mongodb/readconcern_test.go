@@ -167,3 +167,32 @@ func TestCheckMajorityReads(t *testing.T) {
 		t.Errorf("majority read served: %v", err)
 	}
 }
+
+// TestCheckMajorityReadsNeedsOnlyReadRole: Open's majority-read probe
+// runs for every command, explain included, which docs/operations.md
+// says runs with a read-only role (find on submission, problem, homework
+// and user). A probe of another collection (the checkpoint collection)
+// would fail such a role's Open with Unauthorized (13) before explain
+// read anything, so the probe must read one of those four.
+func TestCheckMajorityReadsNeedsOnlyReadRole(t *testing.T) {
+	readOnlyRole := map[string]bool{"submission": true, "problem": true, "homework": true, "user": true}
+	d, md, sent := mockDB(t)
+	md.AddResponses(emptyCursor("normal-oj.user"))
+	if err := d.checkMajorityReads(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cmds := sent()
+	if len(cmds) != 1 {
+		t.Fatalf("%d commands sent, want 1", len(cmds))
+	}
+	coll, ok := cmds[0].Lookup("find").StringValueOK()
+	if !ok {
+		t.Fatalf("probe %s is not a find", cmds[0])
+	}
+	if !readOnlyRole[coll] {
+		t.Errorf("probe reads %q, which explain's read-only role does not grant (want one of submission, problem, homework, user)", coll)
+	}
+	if lvl, _ := cmds[0].Lookup("readConcern", "level").StringValueOK(); lvl != "majority" {
+		t.Errorf("probe %s: want readConcern majority", cmds[0])
+	}
+}
