@@ -190,3 +190,62 @@ func authEnforced(ctx context.Context, t *testing.T) bool {
 	var ce mongo.ServerError
 	return errors.As(err, &ce) && ce.HasErrorCode(13)
 }
+
+// TestIntegrationReadOnlyRole: explain's read-only role (find on the four
+// source collections, docs/operations.md "explain") opens the database,
+// Open's majority-read probe included, and makes explain's reads. It
+// needs a server that enforces authorization, like
+// TestIntegrationLeastPrivilege.
+func TestIntegrationReadOnlyRole(t *testing.T) {
+	admin := testDB(t)
+	ctx := testCtx(t)
+	if !authEnforced(ctx, t) {
+		t.Skip("the test server does not enforce authorization: start mongod with --auth (and --keyFile for a replica set) and give MATERIALIZER_TEST_MONGODB_URI a user that may create roles")
+	}
+	dbName := admin.Database()
+	var privs bson.A
+	for _, coll := range []string{materialize.CollSubmission, materialize.CollProblem, materialize.CollHomework, materialize.CollUser} {
+		privs = append(privs, bson.D{{Key: "resource", Value: bson.D{{Key: "db", Value: dbName}, {Key: "collection", Value: coll}}},
+			{Key: "actions", Value: bson.A{"find"}}})
+	}
+	run := func(cmd bson.D) {
+		if err := admin.db.RunCommand(ctx, cmd).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd[0].Key, err)
+		}
+	}
+	run(bson.D{{Key: "createRole", Value: "nojExplain"}, {Key: "privileges", Value: privs}, {Key: "roles", Value: bson.A{}}})
+	run(bson.D{{Key: "createUser", Value: "noj-explain"}, {Key: "pwd", Value: "s3cret-pw"},
+		{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "nojExplain"}, {Key: "db", Value: dbName}}}}})
+	t.Cleanup(func() {
+		_ = admin.db.RunCommand(context.Background(), bson.D{{Key: "dropUser", Value: "noj-explain"}}).Err()
+		_ = admin.db.RunCommand(context.Background(), bson.D{{Key: "dropRole", Value: "nojExplain"}}).Err()
+	})
+	u, err := url.Parse(serverURI(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword("noj-explain", "s3cret-pw")
+	q := u.Query()
+	q.Set("authSource", dbName)
+	u.RawQuery = q.Encode()
+	db, err := Open(ctx, Config{URI: u.String(), Database: dbName, AllowStandalone: true})
+	if err != nil {
+		t.Fatalf("open with the read-only role: %v", err)
+	}
+	defer db.Close(context.Background())
+	if _, _, err := db.Submissions(ctx, []string{"user00"}, nil); err != nil {
+		t.Errorf("Submissions: %v", err)
+	}
+	if _, err := db.Users(ctx, []string{"user00"}); err != nil {
+		t.Errorf("Users: %v", err)
+	}
+	if _, _, err := db.Problems(ctx, []int64{323}); err != nil {
+		t.Errorf("Problems: %v", err)
+	}
+	if _, err := db.EntriesForProblems(ctx, []int64{323}); err != nil {
+		t.Errorf("EntriesForProblems: %v", err)
+	}
+	if _, _, err := db.Homeworks(ctx, []bson.ObjectID{{1}}, []string{"user00"}); err != nil {
+		t.Errorf("Homeworks: %v", err)
+	}
+}
