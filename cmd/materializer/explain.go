@@ -46,7 +46,11 @@ error, 2 on a usage error such as an unknown user or problem.`)
 	if err != nil {
 		return &configError{fmt.Sprintf("--problem %q is not a problemId (an integer)", *problemArg)}
 	}
-	cfg, err := loadConfig(*dumpDir == "")
+	isOffline, err := dumpFlag(fs, *dumpDir)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(!isOffline)
 	if err != nil {
 		return err
 	}
@@ -55,7 +59,7 @@ error, 2 on a usage error such as an unknown user or problem.`)
 	}
 	var src watch.Source
 	var where string
-	if *dumpDir != "" {
+	if isOffline {
 		d, st, err := loadDump(*dumpDir, cfg.Database)
 		if err != nil {
 			return err

@@ -154,6 +154,7 @@ func TestOfflineEmptyDump(t *testing.T) {
 	for _, args := range [][]string{
 		{"verify", "--dump", ""}, {"verify", "--dump="},
 		{"rebuild", "--dump", "", "--dry-run"}, {"rebuild", "--dump", "", "--out", filepath.Join(t.TempDir(), "o")},
+		{"explain", "--dump", "", "--user", "u", "--problem", "1"}, {"explain", "--dump=", "--user", "u", "--problem", "1"},
 	} {
 		r := runCLI(t, args...)
 		if r.code != exitConfig || !strings.Contains(r.stderr, "--dump is empty") {

@@ -14,7 +14,7 @@ import (
 )
 
 func cmdSeed(ctx context.Context, env *environment, args []string) error {
-	fs := newFlags(env, "seed", "[--users N --problems N --homeworks N --submissions N --seed S] [--shape university|stress] [--out DIR]",
+	fs := newFlags(env, "seed", "[--users N --problems N --homeworks N --submissions N --seed S] [--shape university|stress] [--course-size N] [--out DIR] [--if-empty]",
 		`Generate Normal-OJ-shaped demo data: users, problems, homeworks with
 penalties, deadlines and studentStatus entries, and submissions with
 realistic statuses and timestamps, with stale derived values as the old
@@ -23,7 +23,8 @@ courses of about --course-size students; a homework's studentStatus holds
 its course's students and students submit to their course's problems. The
 stress shape enrolls every user in every homework. With --out it writes a mongodump-format directory
 (for 'verify --dump' and 'rebuild --dump'); otherwise it inserts into
-MATERIALIZER_MONGODB_URI's database, which must hold no Back-End data yet.`)
+MATERIALIZER_MONGODB_URI's database, which must hold no submissions yet
+(--if-empty: a database that has some is left alone, exit 0).`)
 	var p demo.Params
 	fs.IntVar(&p.Users, "users", 50, "number of users")
 	fs.IntVar(&p.Problems, "problems", 20, "number of problems")
