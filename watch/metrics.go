@@ -88,10 +88,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, c := range []string{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem, materialize.CollUser} {
 		m.Malformed.WithLabelValues(c)
 	}
-	for _, r := range []string{"initial", "history_lost", "unresolved", "requested"} {
+	for _, r := range []string{"initial", "history_lost", "resume_impossible", "unresolved", "requested"} {
 		m.Rebuilds.WithLabelValues(r)
 	}
-	for _, r := range []string{"transient", "history_lost"} {
+	for _, r := range []string{"transient", "history_lost", "resume_impossible"} {
 		m.Restarts.WithLabelValues(r)
 	}
 	if reg != nil {
