@@ -71,38 +71,14 @@ func TestIntegrationLeastPrivilege(t *testing.T) {
 		t.Skip("the test server does not enforce authorization: start mongod with --auth (and --keyFile for a replica set) and give MATERIALIZER_TEST_MONGODB_URI a user that may create roles")
 	}
 	dbName := admin.Database()
-	var privs bson.A
-	for coll, acts := range leastPrivilege {
-		privs = append(privs, bson.D{{Key: "resource", Value: bson.D{{Key: "db", Value: dbName}, {Key: "collection", Value: coll}}},
-			{Key: "actions", Value: acts}})
-	}
-	run := func(cmd bson.D) {
-		if err := admin.db.RunCommand(ctx, cmd).Err(); err != nil {
-			t.Fatalf("%v: %v", cmd[0].Key, err)
-		}
-	}
-	run(bson.D{{Key: "createRole", Value: "nojMaterializer"}, {Key: "privileges", Value: privs}, {Key: "roles", Value: bson.A{}}})
-	run(bson.D{{Key: "createUser", Value: "noj-materializer"}, {Key: "pwd", Value: "s3cret-pw"},
-		{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "nojMaterializer"}, {Key: "db", Value: dbName}}}}})
-	t.Cleanup(func() {
-		_ = admin.db.RunCommand(context.Background(), bson.D{{Key: "dropUser", Value: "noj-materializer"}}).Err()
-		_ = admin.db.RunCommand(context.Background(), bson.D{{Key: "dropRole", Value: "nojMaterializer"}}).Err()
-	})
+	uri := userWithRole(ctx, t, admin, "nojMaterializer", "noj-materializer", leastPrivilege)
 	vs, err := mtest.ReadVectors("../materialize/testdata/derive.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	load(t, admin, vs[0].DB)
 
-	u, err := url.Parse(serverURI(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword("noj-materializer", "s3cret-pw")
-	q := u.Query()
-	q.Set("authSource", dbName)
-	u.RawQuery = q.Encode()
-	db, err := Open(ctx, Config{URI: u.String(), Database: dbName, MaxAwait: 200 * time.Millisecond})
+	db, err := Open(ctx, Config{URI: uri, Database: dbName, MaxAwait: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("open as the least-privilege user: %v", err)
 	}
@@ -203,32 +179,12 @@ func TestIntegrationReadOnlyRole(t *testing.T) {
 		t.Skip("the test server does not enforce authorization: start mongod with --auth (and --keyFile for a replica set) and give MATERIALIZER_TEST_MONGODB_URI a user that may create roles")
 	}
 	dbName := admin.Database()
-	var privs bson.A
+	readOnly := map[string][]string{}
 	for _, coll := range []string{materialize.CollSubmission, materialize.CollProblem, materialize.CollHomework, materialize.CollUser} {
-		privs = append(privs, bson.D{{Key: "resource", Value: bson.D{{Key: "db", Value: dbName}, {Key: "collection", Value: coll}}},
-			{Key: "actions", Value: bson.A{"find"}}})
+		readOnly[coll] = []string{"find"}
 	}
-	run := func(cmd bson.D) {
-		if err := admin.db.RunCommand(ctx, cmd).Err(); err != nil {
-			t.Fatalf("%v: %v", cmd[0].Key, err)
-		}
-	}
-	run(bson.D{{Key: "createRole", Value: "nojExplain"}, {Key: "privileges", Value: privs}, {Key: "roles", Value: bson.A{}}})
-	run(bson.D{{Key: "createUser", Value: "noj-explain"}, {Key: "pwd", Value: "s3cret-pw"},
-		{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "nojExplain"}, {Key: "db", Value: dbName}}}}})
-	t.Cleanup(func() {
-		_ = admin.db.RunCommand(context.Background(), bson.D{{Key: "dropUser", Value: "noj-explain"}}).Err()
-		_ = admin.db.RunCommand(context.Background(), bson.D{{Key: "dropRole", Value: "nojExplain"}}).Err()
-	})
-	u, err := url.Parse(serverURI(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword("noj-explain", "s3cret-pw")
-	q := u.Query()
-	q.Set("authSource", dbName)
-	u.RawQuery = q.Encode()
-	db, err := Open(ctx, Config{URI: u.String(), Database: dbName, AllowStandalone: true})
+	uri := userWithRole(ctx, t, admin, "nojExplain", "noj-explain", readOnly)
+	db, err := Open(ctx, Config{URI: uri, Database: dbName, AllowStandalone: true})
 	if err != nil {
 		t.Fatalf("open with the read-only role: %v", err)
 	}
@@ -248,4 +204,40 @@ func TestIntegrationReadOnlyRole(t *testing.T) {
 	if _, _, err := db.Homeworks(ctx, []bson.ObjectID{{1}}, []string{"user00"}); err != nil {
 		t.Errorf("Homeworks: %v", err)
 	}
+}
+
+// userWithRole creates, in admin's database, a role holding privileges
+// (collection name, "" for the whole database → actions) and a user
+// holding only that role, dropped when t ends; it returns the test
+// server's URI authenticated as that user.
+func userWithRole(ctx context.Context, t *testing.T, admin *DB, role, user string, privileges map[string][]string) string {
+	t.Helper()
+	dbName := admin.Database()
+	var privs bson.A
+	for coll, acts := range privileges {
+		privs = append(privs, bson.D{{Key: "resource", Value: bson.D{{Key: "db", Value: dbName}, {Key: "collection", Value: coll}}},
+			{Key: "actions", Value: acts}})
+	}
+	for _, cmd := range []bson.D{
+		{{Key: "createRole", Value: role}, {Key: "privileges", Value: privs}, {Key: "roles", Value: bson.A{}}},
+		{{Key: "createUser", Value: user}, {Key: "pwd", Value: "s3cret-pw"},
+			{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: role}, {Key: "db", Value: dbName}}}}},
+	} {
+		if err := admin.db.RunCommand(ctx, cmd).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd[0].Key, err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = admin.db.RunCommand(context.Background(), bson.D{{Key: "dropUser", Value: user}}).Err()
+		_ = admin.db.RunCommand(context.Background(), bson.D{{Key: "dropRole", Value: role}}).Err()
+	})
+	u, err := url.Parse(serverURI(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, "s3cret-pw")
+	q := u.Query()
+	q.Set("authSource", dbName)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
