@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -68,6 +69,42 @@ type Deriver struct {
 	// locals of the hot loop.
 	Trace PairTracer
 	step  PairStep
+
+	// Reuse, when set, makes PairIn's result borrow the Deriver's
+	// buffers: the result, its Entries, their SubmissionIDs and the id
+	// strings in them are valid only until the next PairIn, which
+	// overwrites them (the strings too: they view a reused byte buffer).
+	// A caller keeping an entry keeps Entry.Clone(). Only the offline path
+	// sets it: it compares every entry in place and keeps the few that
+	// drifted, where a million submissions would otherwise allocate three
+	// times per pair and write 24 MB of fresh memory.
+	Reuse   bool
+	entries []HomeworkEntry
+	lists   []string
+	ids     []byte
+}
+
+// Clone returns a deep copy of e: its SubmissionIDs and their strings
+// share no memory with e's (see Deriver.Reuse).
+func (e Entry) Clone() Entry {
+	ids := make([]string, len(e.SubmissionIDs))
+	n := 0
+	for _, id := range e.SubmissionIDs {
+		n += len(id)
+	}
+	// One string for all the ids: strings.Builder hands its buffer over.
+	var all strings.Builder
+	all.Grow(n)
+	for _, id := range e.SubmissionIDs {
+		all.WriteString(id)
+	}
+	s, off := all.String(), 0
+	for i, id := range e.SubmissionIDs {
+		ids[i] = s[off : off+len(id)]
+		off += len(id)
+	}
+	e.SubmissionIDs = ids
+	return e
 }
 
 // PairTracer observes Deriver.Pair step by step. Calls come in this order:
@@ -193,66 +230,92 @@ func cmpSubmission(a, b Submission) int {
 }
 
 // Pair derives the studentStatus entries of (user, problem) in homeworks
-// (as returned by ResolveHomeworks for the problem). subs are the pair's
-// submissions in any order (sorted in place); submissions of other pairs,
-// unjudged and handwritten ones are ignored. It mirrors the studentStatus
-// half of Submission.finish_judging and Homework.do_penalty
-// (mongo/submission.py, mongo/homework.py) with the spec's deviations: a
-// penalty error gains 0 and is counted, and so is a running score that would
-// leave int64.
+// (as returned by ResolveHomeworks for the problem): PairIn over those of
+// them that hold an entry for the pair (Homework.HasEntry).
 func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks []*Homework) PairResult {
-	var res PairResult
-	type slot struct {
-		hw *Homework
-		e  Entry
-	}
-	// A problem is in a few homeworks: the slots stay on the stack, and
+	// A problem is in a few homeworks: the list stays on the stack, and
 	// the problem key is formatted once rather than per homework.
-	var slotBuf [4]slot
-	slots := slotBuf[:0]
+	var buf [4]*Homework
+	holding := buf[:0]
 	var pkBuf [20]byte
 	pk := strconv.AppendInt(pkBuf[:0], problem, 10)
 	for _, h := range homeworks {
 		if _, ok := h.Students[user][string(pk)]; ok { // h.HasEntry(user, problem)
-			slots = append(slots, slot{hw: h})
+			holding = append(holding, h)
 		}
 	}
+	return d.PairIn(user, problem, subs, holding)
+}
+
+// PairIn derives the studentStatus entries of (user, problem) in holding:
+// the homeworks the problem's submissions visit (ResolveHomeworks) that
+// hold an entry for the pair, in visiting order; the caller has resolved
+// which do (Pair asks Homework.Students, the offline path its own index).
+// The result has one entry per homework of holding, in its order. subs
+// are the pair's submissions in any order (sorted in place); submissions
+// of other pairs, unjudged and handwritten ones are ignored. It mirrors
+// the studentStatus half of Submission.finish_judging and
+// Homework.do_penalty (mongo/submission.py, mongo/homework.py) with the
+// spec's deviations: a penalty error gains 0 and is counted, and so is a
+// running score that would leave int64.
+func (d *Deriver) PairIn(user string, problem int64, subs []Submission, holding []*Homework) PairResult {
+	var res PairResult
 	if d.Trace != nil {
-		hs := make([]*Homework, len(slots))
-		for i := range slots {
-			hs[i] = slots[i].hw
-		}
-		d.Trace.PairStart(user, problem, hs)
+		d.Trace.PairStart(user, problem, slices.Clone(holding))
 	}
-	if len(slots) == 0 {
+	if len(holding) == 0 {
 		return res
 	}
 	SortSubmissions(subs)
 	counts := func(s *Submission) bool {
 		return s.User == user && s.Problem == problem && s.Judged() && !s.Handwritten
 	}
-	// The ids of the counting submissions, hex-encoded into one string
-	// (one allocation per pair, not one per submission), and each entry's
-	// list allocated at its final size.
 	n := 0
 	for i := range subs {
 		if counts(&subs[i]) {
 			n++
 		}
 	}
-	// strings.Builder hands its buffer over as the string: no copy.
-	var ids strings.Builder
-	ids.Grow(24 * n)
-	var hexID [24]byte
-	for i := range subs {
-		if counts(&subs[i]) {
-			hex.Encode(hexID[:], subs[i].ID[:])
-			ids.Write(hexID[:])
+	// Three allocations per pair, whatever its size (none with Reuse):
+	// the entries; the ids of the counting submissions, hex-encoded into
+	// one string (strings.Builder hands its buffer over as the string: no
+	// copy); and one backing array for every entry's submissionIds, each
+	// entry's slice capped at its end so an append by a holder copies.
+	var allIDs string
+	var lists []string
+	if d.Reuse {
+		res.Entries = slices.Grow(d.entries[:0], len(holding))[:len(holding)]
+		clear(res.Entries)
+		d.entries = res.Entries
+		d.ids = slices.Grow(d.ids[:0], 24*n)
+		for i := range subs {
+			if counts(&subs[i]) {
+				d.ids = hex.AppendEncode(d.ids, subs[i].ID[:])
+			}
 		}
+		if n > 0 {
+			// Overwritten by the next call: the documented contract of Reuse.
+			allIDs = unsafe.String(&d.ids[0], len(d.ids))
+		}
+		lists = slices.Grow(d.lists[:0], n*len(holding))[:n*len(holding)]
+		d.lists = lists
+	} else {
+		res.Entries = make([]HomeworkEntry, len(holding))
+		var ids strings.Builder
+		ids.Grow(24 * n)
+		var hexID [24]byte
+		for i := range subs {
+			if counts(&subs[i]) {
+				hex.Encode(hexID[:], subs[i].ID[:])
+				ids.Write(hexID[:])
+			}
+		}
+		allIDs = ids.String()
+		lists = make([]string, n*len(holding))
 	}
-	allIDs := ids.String()
-	for j := range slots {
-		slots[j].e.SubmissionIDs = make([]string, 0, n)
+	for j, h := range holding {
+		res.Entries[j].Homework = h.ID
+		res.Entries[j].Entry.SubmissionIDs = lists[j*n : j*n : (j+1)*n]
 	}
 	k := 0
 	for i := range subs {
@@ -269,9 +332,8 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 		id := allIDs[24*k : 24*k+24]
 		k++
 		cur := s.Score
-		for j := range slots {
-			st := &slots[j].e
-			h := slots[j].hw
+		for j, h := range holding {
+			st := &res.Entries[j].Entry
 			if !st.HasRaw {
 				st.RawScore, st.HasRaw = 0, true
 			}
@@ -310,10 +372,6 @@ func (d *Deriver) Pair(user string, problem int64, subs []Submission, homeworks 
 				d.traceStep(s, st, cur)
 			}
 		}
-	}
-	res.Entries = make([]HomeworkEntry, len(slots))
-	for i, sl := range slots {
-		res.Entries[i] = HomeworkEntry{Homework: sl.hw.ID, Entry: sl.e}
 	}
 	return res
 }

@@ -169,28 +169,78 @@ func DecodeUserStats(doc bson.Raw) (u UserStats, ok bool) {
 	if checkBytes(doc) != nil {
 		return u, false
 	}
-	// field returns the value of key, or ok=false when it is absent or
-	// null (the document is valid, so any lookup error means "absent").
-	field := func(key string) (bson.RawValue, bool) {
-		v, err := doc.LookupErr(key)
-		if err != nil || v.Type == bson.TypeNull {
-			return bson.RawValue{}, false
-		}
-		return v, true
+	return scanUser(doc).stats()
+}
+
+// DecodeUser is DecodeUserID and DecodeUserStats with one validation and
+// one walk of doc: err is DecodeUserID's, stats and ok DecodeUserStats'.
+func DecodeUser(doc bson.Raw) (name string, stats UserStats, ok bool, err error) {
+	if err := validate(CollUser, doc); err != nil {
+		return "", stats, false, err
 	}
-	if v, present := field(FieldSubmission); present {
+	f := scanUser(doc)
+	stats, ok = f.stats()
+	name, err = f.name(doc)
+	return name, stats, ok, err
+}
+
+// userDocFields are the first elements of a user document with the keys the
+// derivation reads (what LookupErr would return); Type 0 when absent.
+type userDocFields struct{ id, submission, acSubmission, acProblemIDs bson.RawValue }
+
+// scanUser walks the validated document doc once.
+func scanUser(doc bson.Raw) userDocFields {
+	var f userDocFields
+	_ = scanFields(doc, func(key []byte, v bson.RawValue) {
+		var slot *bson.RawValue
+		switch string(key) {
+		case "_id":
+			slot = &f.id
+		case FieldSubmission:
+			slot = &f.submission
+		case FieldACSubmission:
+			slot = &f.acSubmission
+		case FieldACProblemIDs:
+			slot = &f.acProblemIDs
+		default:
+			return
+		}
+		if slot.Type == 0 {
+			*slot = v
+		}
+	})
+	return f
+}
+
+// name is DecodeUserID's reading of the _id.
+func (f userDocFields) name(doc bson.Raw) (string, error) {
+	if f.id.Type == 0 || f.id.Type == bson.TypeNull {
+		return "", malformed(CollUser, doc, "_id", "missing")
+	}
+	s, ok := f.id.StringValueOK()
+	if !ok {
+		return "", malformed(CollUser, doc, "_id", "want a string, have BSON %s", f.id.Type)
+	}
+	return s, nil
+}
+
+// stats is DecodeUserStats' reading of the derived fields: absent or null
+// is the default.
+func (f userDocFields) stats() (u UserStats, ok bool) {
+	present := func(v bson.RawValue) bool { return v.Type != 0 && v.Type != bson.TypeNull }
+	if v := f.submission; present(v) {
 		if u.Submission, ok = intValue(v); !ok {
 			return u, false
 		}
 	}
-	if v, present := field(FieldACSubmission); present {
+	if v := f.acSubmission; present(v) {
 		if u.ACSubmission, ok = intValue(v); !ok {
 			return u, false
 		}
 	}
 	u.ACProblemIDs = []int64{}
-	v, present := field(FieldACProblemIDs)
-	if !present {
+	v := f.acProblemIDs
+	if !present(v) {
 		return u, true
 	}
 	arr, ok := v.ArrayOK()

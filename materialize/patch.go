@@ -3,6 +3,7 @@ package materialize
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -14,47 +15,56 @@ import (
 // field is replaced in place, a missing one appended. Every other element
 // is copied byte for byte.
 func PatchUser(doc bson.Raw, st UserStats) (bson.Raw, error) {
+	return AppendPatchedUser(nil, doc, st)
+}
+
+// AppendPatchedUser appends PatchUser(doc, st) to dst, allocating nothing
+// beyond dst's growth (a rebuild writes every user that drifted).
+func AppendPatchedUser(dst []byte, doc bson.Raw, st UserStats) ([]byte, error) {
 	if err := checkBytes(doc); err != nil {
 		return nil, fmt.Errorf("patch user: %w", err)
 	}
-	// The values as st.Fields() holds them, encoded by hand (type byte,
-	// then value bytes): the reflection-based encoder dominated a
-	// rebuild's output of every user.
-	order := []string{FieldSubmission, FieldACSubmission, FieldACProblemIDs}
-	repl := map[string][]byte{
-		FieldSubmission:   intValueBytes(st.Submission),
-		FieldACSubmission: intValueBytes(st.ACSubmission),
-		FieldACProblemIDs: idsValueBytes(st.ACProblemIDs),
+	fields := [...]string{FieldSubmission, FieldACSubmission, FieldACProblemIDs}
+	var seen [len(fields)]bool
+	// appendField appends field i with its value in st, encoded as
+	// UserStats.Fields holds it (intBSON for the counts).
+	appendField := func(out []byte, i int) []byte {
+		switch i {
+		case 0:
+			return appendIntElement(out, FieldSubmission, st.Submission)
+		case 1:
+			return appendIntElement(out, FieldACSubmission, st.ACSubmission)
+		}
+		aidx, out := bsoncore.AppendArrayElementStart(out, FieldACProblemIDs)
+		var key [20]byte
+		for j, p := range st.ACProblemIDs {
+			out = appendIntElementKey(out, strconv.AppendInt(key[:0], int64(j), 10), p)
+		}
+		out, _ = bsoncore.AppendArrayEnd(out, aidx)
+		return out
 	}
-	elems, err := doc.Elements()
-	if err != nil {
-		return nil, fmt.Errorf("patch user %s: %w", docID(doc), err)
-	}
-	idx, out := bsoncore.AppendDocumentStart(nil)
-	seen := make(map[string]bool, len(order))
-	for _, el := range elems {
-		k := el.Key()
-		if v, ok := repl[k]; ok && !seen[k] {
-			seen[k] = true
-			out = append(out, v[0])
-			out = append(out, k...)
-			out = append(out, 0)
-			out = append(out, v[1:]...)
+	idx, out := bsoncore.AppendDocumentStart(dst)
+	length, _, _ := bsoncore.ReadLength(doc) // checked above
+	for rem := doc[4 : length-1]; len(rem) > 0; {
+		_, key, _, rest, _ := nextElement(rem) // checked above
+		el := rem[:len(rem)-len(rest)]
+		rem = rest
+		// The first element of a derived field is replaced, as $set
+		// does; a later duplicate is copied.
+		i := slices.Index(fields[:], string(key))
+		if i >= 0 && !seen[i] {
+			seen[i] = true
+			out = appendField(out, i)
 			continue
 		}
 		out = append(out, el...)
 	}
-	for _, k := range order {
-		if !seen[k] {
-			v := repl[k]
-			out = append(out, v[0])
-			out = append(out, k...)
-			out = append(out, 0)
-			out = append(out, v[1:]...)
+	for i := range fields {
+		if !seen[i] {
+			out = appendField(out, i)
 		}
 	}
-	out, err = bsoncore.AppendDocumentEnd(out, idx)
-	return out, err
+	return bsoncore.AppendDocumentEnd(out, idx)
 }
 
 // PatchHomework returns a copy of homework document doc in which every
@@ -119,22 +129,14 @@ func PatchHomework(doc bson.Raw, entries map[string]map[string]Entry) (out bson.
 	return buf, changed, err
 }
 
-// intValueBytes is the type byte and value bytes of n as intBSON encodes it.
-func intValueBytes(n int64) []byte {
+// appendIntElementKey is appendIntElement with the key as bytes.
+func appendIntElementKey(dst, key []byte, n int64) []byte {
 	if n >= math.MinInt32 && n <= math.MaxInt32 {
-		return bsoncore.AppendInt32([]byte{byte(bson.TypeInt32)}, int32(n))
+		dst = append(dst, byte(bson.TypeInt32))
+		dst = append(append(dst, key...), 0)
+		return bsoncore.AppendInt32(dst, int32(n))
 	}
-	return bsoncore.AppendInt64([]byte{byte(bson.TypeInt64)}, n)
-}
-
-// idsValueBytes is the type byte and value bytes of an array of problem ids
-// as UserStats.Fields encodes it.
-func idsValueBytes(ids []int64) []byte {
-	out := []byte{byte(bson.TypeArray)}
-	idx, out := bsoncore.AppendArrayStart(out)
-	for i, p := range ids {
-		out = appendIntElement(out, strconv.Itoa(i), p)
-	}
-	out, _ = bsoncore.AppendArrayEnd(out, idx)
-	return out
+	dst = append(dst, byte(bson.TypeInt64))
+	dst = append(append(dst, key...), 0)
+	return bsoncore.AppendInt64(dst, n)
 }

@@ -515,6 +515,12 @@ type HomeworkDecoder struct {
 	// of that document (a slice of doc): a caller comparing stored values
 	// finds them without a second walk.
 	User func(user string, entries []byte)
+	// NoKeySets leaves Homework.Students nil (Intern is then called for
+	// usernames only): for a caller that indexes the entries itself from
+	// User, as the offline path does. Such a Homework serves
+	// Deriver.PairIn, not Pair or HasEntry. A later document-valued
+	// studentStatus.<user> replaces an earlier one, as in the key sets.
+	NoKeySets bool
 }
 
 // Decode is DecodeHomework with the decoder's options.
@@ -561,15 +567,17 @@ func (hd HomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
 	users := elementBytes(ssd)
 	// Sized by a first walk (keys only): growing the map rehashes it
 	// several times per homework.
-	n := 0
-	for rem := users; len(rem) > 0; n++ {
-		_, _, _, rest, ok := nextElement(rem)
-		if !ok {
-			break
+	if !hd.NoKeySets {
+		n := 0
+		for rem := users; len(rem) > 0; n++ {
+			_, _, _, rest, ok := nextElement(rem)
+			if !ok {
+				break
+			}
+			rem = rest
 		}
-		rem = rest
+		h.Students = make(map[string]map[string]struct{}, n)
 	}
-	h.Students = make(map[string]map[string]struct{}, n)
 	for len(users) > 0 {
 		t, ukey, uval, rest, ok := nextElement(users)
 		if !ok {
@@ -580,6 +588,12 @@ func (hd HomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
 		if t != bson.TypeEmbeddedDocument {
 			h.Skipped = append(h.Skipped, malformed(c, doc, "studentStatus."+user,
 				"want a document, have BSON %s", t))
+			continue
+		}
+		if hd.NoKeySets {
+			if hd.User != nil {
+				hd.User(user, uval)
+			}
 			continue
 		}
 		probs := elementBytes(uval)
@@ -600,6 +614,30 @@ func (hd HomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
 	return h, nil
 }
 
+// EachElement calls fn with the type, key and value bytes of each
+// top-level element of document doc, in order, without allocating (the
+// slices alias doc). It stops at the first unreadable element, as the key
+// sets and LastValue do; a validated document has none.
+func EachElement(doc []byte, fn func(t bson.Type, key, val []byte)) {
+	rem := elementBytes(doc)
+	for len(rem) > 0 {
+		t, k, v, rest, ok := nextElement(rem)
+		if !ok {
+			return
+		}
+		rem = rest
+		fn(t, k, v)
+	}
+}
+
+// ElementAt reads the element that starts at b[0] (b runs to the end of
+// the enclosing document's elements or beyond): its type, key and value
+// bytes, aliasing b; false when it is unreadable.
+func ElementAt(b []byte) (t bson.Type, key, val []byte, ok bool) {
+	t, key, val, _, ok = nextElement(b)
+	return t, key, val, ok
+}
+
 // elementBytes returns the elements of a validated document: the bytes
 // between its length and its terminator.
 func elementBytes(doc []byte) []byte {
@@ -615,13 +653,5 @@ func DecodeUserID(doc bson.Raw) (string, error) {
 	if err := validate(CollUser, doc); err != nil {
 		return "", err
 	}
-	v, ok := lookup(doc, "_id")
-	if !ok {
-		return "", malformed(CollUser, doc, "_id", "missing")
-	}
-	s, ok := v.StringValueOK()
-	if !ok {
-		return "", malformed(CollUser, doc, "_id", "want a string, have BSON %s", v.Type)
-	}
-	return s, nil
+	return scanUser(doc).name(doc)
 }

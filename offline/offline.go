@@ -43,9 +43,9 @@ type Options struct {
 	// Progress counts the documents read and processed (nil: silent).
 	Progress *progress.Reporter
 
-	// bucketShift: about 1<<bucketShift records per bucket in derive (15
+	// userBits: 1<<userBits users per bucket of records (bucketUserBits
 	// when zero; tests make buckets tiny).
-	bucketShift uint
+	userBits uint
 }
 
 // TooLargeError reports homeworks whose corrected document would exceed
@@ -112,51 +112,85 @@ func CheckOut(d dump.Dir, out string) error {
 // gcPercent is the GOGC of a Run (see Run).
 const gcPercent = 400
 
-// record is one submission, compactly: what materialize.Submission holds,
-// with the user as an index into the interned names (56 bytes).
+// record is one submission, compactly (40 bytes): what
+// materialize.Submission holds, with the user as an index into the
+// interned names and two flags in its top bits. Status and score are
+// int32 as Back-End writes them; a submission with either outside int32
+// keeps both in state.wide, indexed by status (flagWide).
 type record struct {
-	id          bson.ObjectID
-	user        uint32
-	handwritten bool
-	problem     int64
-	timestamp   int64
-	status      int64
-	score       int64
+	id        bson.ObjectID
+	user      uint32 // interned user id | flagHandwritten | flagWide
+	problem   int64
+	timestamp int64
+	status    int32
+	score     int32
 }
 
-// blockBits sizes the blocks submissions are read into: appending never
-// copies what was read (no doubling of a large slice).
-const blockBits = 16
+const (
+	flagHandwritten = 1 << 31
+	flagWide        = 1 << 30
+	// maxUsers bounds the interned user ids (below the flags).
+	maxUsers = 1 << 30
+)
 
-// bucketBits sizes the blocks of a bucket (see derive).
-const bucketBits = 12
+// uid is the record's interned user id.
+func (r *record) uid() uint32 { return r.user &^ (flagHandwritten | flagWide) }
 
-// records is an append-only sequence of records in blocks of 1<<bits,
+// wideValues are the status and score of a submission with either outside
+// int32.
+type wideValues struct{ status, score int64 }
+
+// newRecord packs submission s of user id uid, adding its status and score
+// to wide when they do not fit the record.
+func newRecord(s *materialize.Submission, uid uint32, wide *[]wideValues) (record, error) {
+	r := record{id: s.ID, user: uid, problem: s.Problem, timestamp: s.Timestamp, status: int32(s.Status), score: int32(s.Score)}
+	if s.Handwritten {
+		r.user |= flagHandwritten
+	}
+	if int64(r.status) != s.Status || int64(r.score) != s.Score {
+		if len(*wide) > math.MaxInt32 {
+			return r, errors.New("more than 2^31 submissions with a status or score outside int32")
+		}
+		r.user |= flagWide
+		r.status, r.score = int32(len(*wide)), 0
+		*wide = append(*wide, wideValues{s.Status, s.Score})
+	}
+	return r, nil
+}
+
+// submission unpacks r, a record of user name.
+func (r *record) submission(name string, wide []wideValues) materialize.Submission {
+	s := materialize.Submission{ID: r.id, User: name, Problem: r.problem, Handwritten: r.user&flagHandwritten != 0,
+		Timestamp: r.timestamp, Status: int64(r.status), Score: int64(r.score)}
+	if r.user&flagWide != 0 {
+		w := wide[r.status]
+		s.Status, s.Score = w.status, w.score
+	}
+	return s
+}
+
+// bucketUserBits sizes the buckets the records are read into: 256 users
+// each, about 13k records (700 kB) for 50 submissions per user, so that
+// ordering a bucket stays in the processor's caches.
+const bucketUserBits = 8
+
+// blockBits sizes the blocks of a bucket: appending never copies what was
+// read (no doubling of a large slice).
+const blockBits = 12
+
+// records is an append-only sequence of records in blocks of 1<<blockBits,
 // kept outside the Go heap (offHeap).
 type records struct {
-	bits   uint
 	blocks [][]record
-	frees  []func() // nil for a block taken from spare
+	frees  []func()
 	n      int
-	// spare, when set, holds blocks of 1<<bits records already mapped
-	// (and touched), taken before mapping new ones: derive moves the
-	// records into buckets carved from the blocks it has moved them out
-	// of, rather than faulting in as much fresh memory again.
-	spare *[][]record
 }
 
 func (rs *records) add(r record) error {
-	if rs.n>>rs.bits == len(rs.blocks) {
-		var b []record
-		var free func()
-		if rs.spare != nil && len(*rs.spare) > 0 {
-			sp := *rs.spare
-			b, *rs.spare = sp[len(sp)-1], sp[:len(sp)-1]
-		} else {
-			var err error
-			if b, free, err = offHeap[record](1 << rs.bits); err != nil {
-				return fmt.Errorf("submission records: %w", err)
-			}
+	if rs.n>>blockBits == len(rs.blocks) {
+		b, free, err := offHeap[record](1 << blockBits)
+		if err != nil {
+			return fmt.Errorf("submission records: %w", err)
 		}
 		rs.blocks = append(rs.blocks, b[:0])
 		rs.frees = append(rs.frees, free)
@@ -168,47 +202,55 @@ func (rs *records) add(r record) error {
 }
 
 func (rs *records) at(i uint32) *record {
-	return &rs.blocks[i>>rs.bits][i&(1<<rs.bits-1)]
-}
-
-// freeBlock releases block i, which must not be read again.
-func (rs *records) freeBlock(i int) {
-	if rs.frees[i] != nil {
-		rs.frees[i]()
-		rs.frees[i] = nil
-	} else if rs.blocks[i] != nil {
-		release(rs.blocks[i]) // a spare block: its mapping is freed later
-	}
-	rs.blocks[i] = nil
-}
-
-// recycle hands block i, which must not be read again, to spare in
-// blocks of 1<<bits records; its memory is unmapped by free.
-func (rs *records) recycle(i int, bits uint, spare *[][]record) {
-	b := rs.blocks[i]
-	b = b[:cap(b)]
-	for c := 0; c+1<<bits <= len(b); c += 1 << bits {
-		*spare = append(*spare, b[c:c:c+1<<bits])
-	}
-	rs.blocks[i] = nil
+	return &rs.blocks[i>>blockBits][i&(1<<blockBits-1)]
 }
 
 // free releases every block; the records are unusable afterwards.
 func (rs *records) free() {
-	for i := range rs.frees {
-		rs.freeBlock(i)
+	for _, f := range rs.frees {
+		f()
 	}
 	rs.blocks, rs.frees, rs.n = nil, nil, 0
+}
+
+// buckets holds the records by user id: bucket i the users whose id>>bits
+// is i. Reading into them directly orders the records by user range
+// without a second pass over them.
+type buckets struct {
+	bits       uint
+	b          []records
+	n          int
+	pmin, pmax int64 // the range of the records' problem ids
+}
+
+func (bs *buckets) add(r record) error {
+	i := int(r.uid() >> bs.bits)
+	for i >= len(bs.b) {
+		bs.b = append(bs.b, records{})
+	}
+	if bs.n == 0 {
+		bs.pmin, bs.pmax = r.problem, r.problem
+	}
+	bs.pmin, bs.pmax = min(bs.pmin, r.problem), max(bs.pmax, r.problem)
+	bs.n++
+	return bs.b[i].add(r)
+}
+
+// free releases every bucket.
+func (bs *buckets) free() {
+	for i := range bs.b {
+		bs.b[i].free()
+	}
 }
 
 // homework is a homework document and what the comparison and the patch
 // need of it.
 type homework struct {
 	raw bson.Raw
-	// students maps a user to the bytes of its studentStatus document
-	// (the last document-valued one among duplicate keys, as
-	// materialize.DecodeHomework reads key sets).
-	students map[string][]byte
+	h   *materialize.Homework // the catalog's (what Catalog.Visited returns)
+	// entries are its studentStatus entries: entries[first:end] of the
+	// state (dead once a later document with its _id replaces it).
+	first, end uint32
 	// fix maps (user, problem key) to the derived value of a drifted
 	// entry (kept only when writing an output).
 	fix     map[entryKey]materialize.Entry
@@ -219,8 +261,24 @@ type homework struct {
 // entryKey names an entry of a homework.
 type entryKey struct{ user, pk string }
 
+// entry is one studentStatus entry of a homework document, compactly (16
+// bytes, no pointers: the heap holds a million of them unscanned): whose
+// it is and where its element lies in the homework's bytes. The stored
+// value is the last element of the user's document with the key
+// (materialize.LastValue), from the user's last document-valued
+// studentStatus.<user> (the key sets' rule).
+type entry struct {
+	elem    uint32 // offset of the element (its type byte) in the homework's bytes
+	hw      uint32 // index into state.hws
+	user    uint32 // interned user id; deadUser once replaced
+	problem uint32 // index into state.problemIDs; underived when no group can reach it
+}
+
+// deadUser marks an entry replaced by a later duplicate (a user key of its
+// homework, or the homework's _id).
+const deadUser = math.MaxUint32
+
 type user struct {
-	raw    bson.Raw
 	stored watch.StoredUser
 	fix    *materialize.UserStats
 }
@@ -237,21 +295,41 @@ type state struct {
 	opts      Options
 	rep       *watch.RebuildReport
 	cat       *materialize.Catalog
-	homeworks map[bson.ObjectID]*homework
-	hwOrder   []slot[homework] // every homework document in file order
-	users     map[string]*user
+	hws       []*homework              // decoded homeworks in file order
+	homeworks map[bson.ObjectID]uint32 // _id → index in hws of the last one
+	hwOrder   []slot[homework]         // every homework document in file order
+	entries   []entry                  // every studentStatus entry, homework by homework
 	userOrder []slot[user]
-	names     []string // interned user names
+	names     []string // interned user names, by id
 	ids       map[string]uint32
-	keys      map[string]string // interned studentStatus keys (users, problem keys)
-	lastHW    *homework
-	lastID    bson.ObjectID
-	// lastUser, lastDoc: the stored studentStatus document of lastUser in
-	// lastHW (Finish emits a user's entries of a homework one after the
-	// other).
-	lastUser string
-	lastDoc  []byte
+	docs      []*user // by user id: the user document (nil: none)
+	// inDoc[id]: the number in the file (from 1) of the homework whose
+	// studentStatus last held user id as a document, whose entries are
+	// entries[docFirst[id]:docEnd[id]] (a later document-valued duplicate
+	// key replaces them).
+	inDoc, docFirst, docEnd []uint32
+	dupKeys                 map[string]uint32 // scratch: keys of a large user document
+	// problemIDs are the catalog's problem ids, sorted; an entry names one
+	// by index, or underived() when its key is not str(id) of a problem
+	// (only such keys can be derived: any other entry keeps the start
+	// value).
+	problemIDs []int64
+	problemIdx map[int64]uint32
+	hwKeys     []hwKey                   // the problem keys met in the homework being read
+	pks        []string                  // by problem index: its key, once a drifted entry needed it
+	wide       []wideValues              // see record
+	visited    [][]*materialize.Homework // by problem index: Catalog.Visited
 }
+
+// hwKey is a problem key of a homework and its problem index: the users
+// of a homework share their keys, parsed once.
+type hwKey struct {
+	key     string
+	problem uint32
+}
+
+// underived is the problem index of an entry no group reaches.
+func (s *state) underived() uint32 { return uint32(len(s.problemIDs)) }
 
 // Run verifies dump d (Options.Out empty) or writes its corrected copy to
 // Options.Out: into a temporary sibling directory first, renamed into place
@@ -268,8 +346,7 @@ func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, e
 		defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
 	}
 	s := &state{opts: opts, rep: &watch.RebuildReport{}, cat: materialize.NewCatalog(),
-		homeworks: make(map[bson.ObjectID]*homework), users: make(map[string]*user), ids: make(map[string]uint32),
-		keys: make(map[string]string)}
+		homeworks: make(map[bson.ObjectID]uint32), ids: make(map[string]uint32), dupKeys: make(map[string]uint32)}
 	var tmp string
 	if opts.Out != "" {
 		// Created before any work, so an unwritable place fails at once.
@@ -358,28 +435,54 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	if err != nil {
 		return err
 	}
+	s.problemIDs = make([]int64, 0, len(s.cat.Problems))
+	for id := range s.cat.Problems {
+		s.problemIDs = append(s.problemIDs, id)
+	}
+	slices.Sort(s.problemIDs)
+	s.problemIdx = make(map[int64]uint32, len(s.problemIDs))
+	for i, id := range s.problemIDs {
+		s.problemIdx[id] = uint32(i)
+	}
 	p.Phase("homeworks")
 	n = 0
 	err = d.Each(materialize.CollHomework, false, func(doc bson.Raw) error {
 		p.Add(1)
 		n++
 		raw := bson.Raw(bytes.Clone(doc))
-		students := make(map[string][]byte)
-		h, err := materialize.HomeworkDecoder{Intern: s.internKey,
-			User: func(user string, entries []byte) { students[user] = entries }}.Decode(raw)
+		hi := uint32(len(s.hws))
+		first := len(s.entries)
+		s.hwKeys = s.hwKeys[:0]
+		var uid uint32
+		h, err := materialize.HomeworkDecoder{NoKeySets: true,
+			Intern: func(b []byte) string { uid = s.intern(b); return s.names[uid] },
+			User:   func(_ string, doc []byte) { s.addEntries(raw, uint32(n), hi, uid, doc) }}.Decode(raw)
 		if err != nil {
+			s.entries = s.entries[:first]
 			s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw})
 			return s.malformed(d, materialize.CollHomework, n, err)
 		}
 		s.rep.Malformed = append(s.rep.Malformed, h.Skipped...)
+		if prev, ok := s.homeworks[h.ID]; ok {
+			// A later document with the same _id replaces an earlier one,
+			// as a store keyed by _id would: the earlier one's entries are
+			// no one's.
+			for i := s.hws[prev].first; i < s.hws[prev].end; i++ {
+				s.entries[i].user = deadUser
+			}
+		}
 		s.cat.AddHomework(h)
-		hw := &homework{raw: raw, students: students}
-		s.homeworks[h.ID] = hw
+		hw := &homework{raw: raw, h: s.cat.Homework(h.ID), first: uint32(first), end: uint32(len(s.entries))}
+		s.homeworks[h.ID] = hi
+		s.hws = append(s.hws, hw)
 		s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw, of: hw})
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	if len(s.entries) > math.MaxUint32 || len(s.hws) > math.MaxUint32 {
+		return fmt.Errorf("read dump %s: more than 2^32 studentStatus entries", d.File(materialize.CollHomework))
 	}
 	p.Phase("users")
 	if err := ctx.Err(); err != nil {
@@ -389,33 +492,104 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	return d.Each(materialize.CollUser, false, func(doc bson.Raw) error {
 		p.Add(1)
 		n++
-		raw := bson.Raw(bytes.Clone(doc))
-		name, err := materialize.DecodeUserID(raw)
+		// Only an output needs the documents themselves.
+		raw := bson.Raw(doc)
+		if s.opts.Out != "" {
+			raw = bytes.Clone(raw)
+		}
+		name, st, ok, err := materialize.DecodeUser(raw)
 		if err != nil {
-			s.userOrder = append(s.userOrder, slot[user]{raw: raw})
+			if s.opts.Out != "" {
+				s.userOrder = append(s.userOrder, slot[user]{raw: raw})
+			}
 			return s.malformed(d, materialize.CollUser, n, err)
 		}
-		st, ok := materialize.DecodeUserStats(raw)
 		// A later document with the same _id replaces an earlier one, as a
 		// store keyed by _id would.
-		u := &user{raw: raw, stored: watch.StoredUser{Stats: st, OK: ok}}
-		s.users[name] = u
-		s.userOrder = append(s.userOrder, slot[user]{raw: raw, of: u})
+		u := &user{stored: watch.StoredUser{Stats: st, OK: ok}}
+		s.docs[s.intern([]byte(name))] = u
+		if s.opts.Out != "" {
+			s.userOrder = append(s.userOrder, slot[user]{raw: raw, of: u})
+		}
 		return nil
 	})
 }
 
-// internKey returns the one string held for a studentStatus key.
-func (s *state) internKey(b []byte) string {
-	if k, ok := s.keys[string(b)]; ok {
-		return k
+// addEntries indexes the entries of studentStatus.<user> of homework hi
+// (raw, document number n of the file), the user's document doc (a slice
+// of raw); a document-valued duplicate of the key earlier in the homework
+// loses its entries, and of duplicate problem keys in doc the last value
+// is the stored one.
+func (s *state) addEntries(raw bson.Raw, n, hi, uid uint32, doc []byte) {
+	if s.inDoc[uid] == n {
+		for i := s.docFirst[uid]; i < s.docEnd[uid]; i++ {
+			s.entries[i].user = deadUser
+		}
 	}
-	k := string(b)
-	s.keys[k] = k
-	return k
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(raw)))
+	first := len(s.entries)
+	materialize.EachElement(doc, func(_ bson.Type, key, _ []byte) {
+		// The element starts at its type byte, just before the key (an
+		// empty key's slice still points into doc).
+		e := entry{elem: uint32(uintptr(unsafe.Pointer(unsafe.SliceData(key))) - base - 1), hw: hi, user: uid,
+			problem: s.problemOf(key)}
+		// A key seen before in this document: the later value is the
+		// stored one (LastValue). Documents hold a few keys; a long one
+		// is checked through a map.
+		if mine := s.entries[first:]; len(mine) <= 32 {
+			for i := range mine {
+				if bytes.Equal(entryKeyBytes(raw, mine[i].elem), key) {
+					mine[i].elem = e.elem
+					return
+				}
+			}
+			if len(mine) == 32 {
+				clear(s.dupKeys)
+				for i := range mine {
+					s.dupKeys[string(entryKeyBytes(raw, mine[i].elem))] = uint32(first + i)
+				}
+			}
+		} else if i, ok := s.dupKeys[unsafeString(key)]; ok {
+			s.entries[i].elem = e.elem
+			return
+		}
+		if len(s.entries)-first >= 32 {
+			s.dupKeys[string(key)] = uint32(len(s.entries))
+		}
+		s.entries = append(s.entries, e)
+	})
+	s.inDoc[uid], s.docFirst[uid], s.docEnd[uid] = n, uint32(first), uint32(len(s.entries))
 }
 
-// intern returns the index of a user name, adding it the first time.
+// problemOf returns the problem index of a studentStatus key of the
+// homework being read (underived when it names no problem of the
+// catalog in canonical form).
+func (s *state) problemOf(key []byte) uint32 {
+	for _, k := range s.hwKeys {
+		if k.key == string(key) {
+			return k.problem
+		}
+	}
+	pi := s.underived()
+	if p, ok := materialize.ParseProblemKey(unsafeString(key)); ok {
+		if i, ok := s.problemIdx[p]; ok {
+			pi = i
+		}
+	}
+	if len(s.hwKeys) < 64 {
+		s.hwKeys = append(s.hwKeys, hwKey{string(key), pi})
+	}
+	return pi
+}
+
+// entryKeyBytes returns the key of the element at elem of a homework's
+// bytes raw.
+func entryKeyBytes(raw []byte, elem uint32) []byte {
+	k := raw[elem+1:]
+	return k[:bytes.IndexByte(k, 0)]
+}
+
+// intern returns the id of a user name, adding it the first time.
 func (s *state) intern(name []byte) uint32 {
 	if i, ok := s.ids[string(name)]; ok {
 		return i
@@ -424,6 +598,10 @@ func (s *state) intern(name []byte) uint32 {
 	n := string(name)
 	s.names = append(s.names, n)
 	s.ids[n] = i
+	s.docs = append(s.docs, nil)
+	s.inDoc = append(s.inDoc, 0)
+	s.docFirst = append(s.docFirst, 0)
+	s.docEnd = append(s.docEnd, 0)
 	return i
 }
 
@@ -431,10 +609,13 @@ func (s *state) intern(name []byte) uint32 {
 // documents' framing and every top-level element are checked (by the
 // reader and the decoder); values the derivation does not read are not
 // decoded.
-func (s *state) readSubmissions(ctx context.Context, d dump.Dir) (*records, error) {
+func (s *state) readSubmissions(ctx context.Context, d dump.Dir) (*buckets, error) {
 	p := s.opts.Progress
 	p.Phase("submissions")
-	recs := &records{bits: blockBits}
+	recs := &buckets{bits: s.opts.userBits}
+	if recs.bits == 0 {
+		recs.bits = bucketUserBits
+	}
 	var cur uint32
 	intern := func(b []byte) string {
 		cur = s.intern(b)
@@ -452,89 +633,57 @@ func (s *state) readSubmissions(ctx context.Context, d dump.Dir) (*records, erro
 		if err != nil {
 			return s.malformed(d, materialize.CollSubmission, n, err)
 		}
-		return recs.add(record{id: sub.ID, user: cur, handwritten: sub.Handwritten, problem: sub.Problem,
-			timestamp: sub.Timestamp, status: sub.Status, score: sub.Score})
+		if cur >= maxUsers {
+			return fmt.Errorf("read dump %s: more than %d users", d.File(materialize.CollSubmission), maxUsers)
+		}
+		r, err := newRecord(&sub, cur, &s.wide)
+		if err != nil {
+			return fmt.Errorf("read dump %s: %w", d.File(materialize.CollSubmission), err)
+		}
+		return recs.add(r)
 	})
 	return recs, err
 }
 
-// derive orders the records by (user, problem), users by name as the
-// online rebuild's scan does, and runs the Builder over the groups (the
-// derivation sorts each group by (timestamp, _id) itself).
+// derive orders each bucket's records by (user, problem) and derives
+// each user, in id order: its groups through Deriver.PairIn and a
+// UserTally (the derivation every path shares), each group's entries found
+// in the user's slice of the entry index; an entry no group reaches
+// compares with the start value, as Builder.Finish does.
 //
-// The records are first moved, block by block (each read block freed once
-// moved), into buckets of consecutive user ranks small enough to stay in
-// the processor's caches; each bucket is then ordered by a counting sort of
-// indexes by user and, within a user, by problem, and derived. Sorting the
-// whole sequence by index instead would cost a cache miss per record.
-func (s *state) derive(ctx context.Context, recs *records) error {
+// A bucket is ordered by a counting sort of its record indexes by user
+// and, within a user, by problem; its memory is released once derived.
+func (s *state) derive(ctx context.Context, recs *buckets) error {
 	s.rep.Submissions = recs.n
-	order := make([]uint32, len(s.names))
-	for i := range order {
-		order[i] = uint32(i)
-	}
-	slices.SortFunc(order, func(a, b uint32) int { return strings.Compare(s.names[a], s.names[b]) })
-	rank := make([]uint32, len(s.names))
-	for r, i := range order {
-		rank[i] = uint32(r)
-	}
 	nu := len(s.names)
-	shift := s.opts.bucketShift
-	if shift == 0 {
-		shift = 15 // about 32k records (1.8 MB) per bucket
-	}
-	nb := min(max(recs.n>>shift, 1), 1024, max(nu, 1))
-	bucketOf := func(r uint32) int { return int(uint64(r) * uint64(nb) / uint64(nu)) }
-	buckets := make([]records, nb)
-	var spare [][]record
-	for i := range buckets {
-		buckets[i].bits = bucketBits
-		buckets[i].spare = &spare
-	}
-	defer func() {
-		for i := range buckets {
-			buckets[i].free()
-		}
-	}()
-	pmin, pmax := int64(math.MaxInt64), int64(math.MinInt64)
-	for bi, b := range recs.blocks {
-		for i := range b {
-			r := b[i]
-			r.user = rank[r.user]
-			pmin, pmax = min(pmin, r.problem), max(pmax, r.problem)
-			if err := buckets[bucketOf(r.user)].add(r); err != nil {
-				return err
-			}
-		}
-		recs.recycle(bi, bucketBits, &spare)
+	ents, estart := s.entriesByUser()
+	s.visited = make([][]*materialize.Homework, len(s.problemIDs))
+	for i, id := range s.problemIDs {
+		s.visited[i] = s.cat.Visited(id)
 	}
 	// Within a user, records sort by problem as packed integers
 	// (problem offset, record index) when the problems span under 2^32.
-	packed := recs.n > 0 && uint64(pmax-pmin) < 1<<32
+	packed := recs.n > 0 && uint64(recs.pmax-recs.pmin) < 1<<32
 	var keys []uint64
 	p := s.opts.Progress
 	p.Phase("deriving")
 	p.SetTotal(p.Done() + int64(recs.n))
-	b := materialize.NewBuilder(materialize.NewDeriver(), s.cat, s)
-	var group []materialize.Submission
+	u := userDeriver{s: s, d: materialize.NewDeriver(), start: materialize.StartEntry()}
+	u.d.Reuse = true // compare keeps a drifted entry's Clone
 	var idx []uint32
-	starts := make([]uint32, 0, nu/nb+2)
-	for bk := range buckets {
-		bucket := &buckets[bk]
-		lo := uint32((uint64(bk)*uint64(nu) + uint64(nb) - 1) / uint64(nb)) // first rank with bucketOf == bk
-		for lo > 0 && bucketOf(lo-1) == bk {
-			lo--
+	starts := make([]uint32, 1<<recs.bits+1)
+	var none records
+	for lo := 0; lo < nu; lo += 1 << recs.bits {
+		hi := min(lo+1<<recs.bits, nu)
+		bucket := &none
+		if bk := lo >> recs.bits; bk < len(recs.b) {
+			bucket = &recs.b[bk]
 		}
-		hi := lo
-		for int(hi) < nu && bucketOf(hi) == bk {
-			hi++
-		}
-		// Counting sort of the bucket's record indexes by user rank.
-		starts = starts[:0]
-		starts = append(starts, make([]uint32, int(hi-lo)+1)...)
+		// Counting sort of the bucket's record indexes by user.
+		clear(starts)
 		for _, blk := range bucket.blocks {
 			for i := range blk {
-				starts[blk[i].user-lo+1]++
+				starts[int(blk[i].uid())-lo+1]++
 			}
 		}
 		for i := 1; i < len(starts); i++ {
@@ -544,20 +693,17 @@ func (s *state) derive(ctx context.Context, recs *records) error {
 		next := slices.Clone(starts[:len(starts)-1])
 		for bi, blk := range bucket.blocks {
 			for i := range blk {
-				u := blk[i].user - lo
-				idx[next[u]] = uint32(bi<<bucketBits + i)
+				u := int(blk[i].uid()) - lo
+				idx[next[u]] = uint32(bi<<blockBits + i)
 				next[u]++
 			}
 		}
-		for u := lo; u < hi; u++ {
-			mine := idx[starts[u-lo]:starts[u-lo+1]]
-			if len(mine) == 0 {
-				continue
-			}
+		for id := lo; id < hi; id++ {
+			mine := idx[starts[id-lo]:starts[id-lo+1]]
 			if packed {
 				keys = keys[:0]
 				for _, i := range mine {
-					keys = append(keys, uint64(bucket.at(i).problem-pmin)<<32|uint64(i))
+					keys = append(keys, uint64(bucket.at(i).problem-recs.pmin)<<32|uint64(i))
 				}
 				slices.Sort(keys)
 				for k, key := range keys {
@@ -566,115 +712,225 @@ func (s *state) derive(ctx context.Context, recs *records) error {
 			} else {
 				slices.SortFunc(mine, func(a, b uint32) int { return cmp.Compare(bucket.at(a).problem, bucket.at(b).problem) })
 			}
-			name := s.names[order[u]]
-			for i := 0; i < len(mine); {
-				problem := bucket.at(mine[i]).problem
-				group = group[:0]
-				j := i + 1
-				for j < len(mine) && bucket.at(mine[j]).problem == problem {
-					j++
-				}
-				// Replay order, (timestamp, _id), sorted here on 4-byte
-				// indexes rather than by the derivation on whole
-				// submissions (it then only checks the order).
-				if j-i > 1 {
-					slices.SortFunc(mine[i:j], func(a, b uint32) int {
-						ra, rb := bucket.at(a), bucket.at(b)
-						if c := cmp.Compare(ra.timestamp, rb.timestamp); c != 0 {
-							return c
-						}
-						return bytes.Compare(ra.id[:], rb.id[:])
-					})
-				}
-				for k := i; k < j; k++ {
-					r := bucket.at(mine[k])
-					group = append(group, materialize.Submission{ID: r.id, User: name, Problem: r.problem, Handwritten: r.handwritten,
-						Timestamp: r.timestamp, Status: r.status, Score: r.score})
-				}
-				if err := b.Group(name, problem, group); err != nil {
-					return err
-				}
-				p.Add(j - i)
-				i = j
-			}
+			u.user(s.names[id], s.docs[id], bucket, mine, ents[estart[id]:estart[id+1]])
+			p.Add(len(mine))
 		}
 		bucket.free()
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
-	names := make([]string, 0, len(s.users))
-	for u := range s.users {
-		names = append(names, u)
-	}
-	if err := b.Finish(names); err != nil {
-		return err
-	}
-	s.rep.PenaltyErrors = b.PenaltyErrors
+	s.rep.PenaltyErrors = u.penaltyErrors
 	return nil
 }
 
-// User implements materialize.Sink: compare with the stored fields.
-func (s *state) User(name string, st materialize.UserStats) error {
-	u, ok := s.users[name]
-	if !ok {
-		return nil // no user document: never create one
+// entriesByUser returns the live entries ordered by user id and, within a
+// user, by problem index (underived last), and where each user's start:
+// user id's entries are ents[start[id]:start[id+1]]. Two stable counting
+// sorts, by problem then by user; the index they were built from is
+// released.
+func (s *state) entriesByUser() (ents []entry, start []uint32) {
+	byProblem := make([]uint32, len(s.problemIDs)+2)
+	live := 0
+	for i := range s.entries {
+		if e := &s.entries[i]; e.user != deadUser {
+			byProblem[e.problem+1]++
+			live++
+		}
 	}
+	for i := 1; i < len(byProblem); i++ {
+		byProblem[i] += byProblem[i-1]
+	}
+	tmp := make([]entry, live)
+	for _, e := range s.entries {
+		if e.user != deadUser {
+			tmp[byProblem[e.problem]] = e
+			byProblem[e.problem]++
+		}
+	}
+	s.entries = nil
+	start = make([]uint32, len(s.names)+1)
+	for i := range tmp {
+		start[tmp[i].user+1]++
+	}
+	for i := 1; i < len(start); i++ {
+		start[i] += start[i-1]
+	}
+	ents = make([]entry, live)
+	next := slices.Clone(start[:len(start)-1])
+	for _, e := range tmp {
+		ents[next[e.user]] = e
+		next[e.user]++
+	}
+	return ents, start
+}
+
+// userDeriver derives one user at a time and compares with the stored
+// values.
+type userDeriver struct {
+	s             *state
+	d             *materialize.Deriver
+	start         materialize.Entry // the start value, compared with entries no group reaches
+	tally         materialize.UserTally
+	group         []materialize.Submission
+	holding       []*materialize.Homework
+	at            []holdingEntry
+	penaltyErrors int
+}
+
+// holdingEntry is an entry of a group's pair and its homework's position
+// in the problem's visiting order.
+type holdingEntry struct {
+	pos int
+	e   *entry
+}
+
+// user derives user name (its document doc, nil when it has none) from
+// its records bucket.at(i) for i in mine, sorted by problem, and its
+// entries ents, as entriesByUser orders them.
+func (u *userDeriver) user(name string, doc *user, bucket *records, mine []uint32, ents []entry) {
+	u.tally = materialize.UserTally{}
+	k := 0 // next entry not yet compared
+	for i := 0; i < len(mine); {
+		problem := bucket.at(mine[i]).problem
+		j := i + 1
+		for j < len(mine) && bucket.at(mine[j]).problem == problem {
+			j++
+		}
+		// Replay order, (timestamp, _id), sorted here on 4-byte indexes
+		// rather than by the derivation on whole submissions (it then
+		// only checks the order).
+		if j-i > 1 {
+			slices.SortFunc(mine[i:j], func(a, b uint32) int {
+				ra, rb := bucket.at(a), bucket.at(b)
+				if c := cmp.Compare(ra.timestamp, rb.timestamp); c != 0 {
+					return c
+				}
+				return bytes.Compare(ra.id[:], rb.id[:])
+			})
+		}
+		u.group = u.group[:0]
+		for _, idx := range mine[i:j] {
+			r := bucket.at(idx)
+			u.group = append(u.group, r.submission(name, u.s.wide))
+			u.tally.Add(&u.group[len(u.group)-1])
+		}
+		i = j
+		ids, never := u.s.problemIDs, u.s.underived()
+		for k < len(ents) && ents[k].problem != never && ids[ents[k].problem] < problem {
+			u.s.compare(&ents[k], name, &u.start)
+			k++
+		}
+		l := k
+		for l < len(ents) && ents[l].problem != never && ids[ents[l].problem] == problem {
+			l++
+		}
+		if l == k {
+			continue // no entry to derive: the group only counts for the user
+		}
+		// The group's entries in the homeworks its submissions visit, in
+		// visiting order; an entry in a homework the problem does not
+		// list is never reached.
+		visited := u.s.visited[ents[k].problem]
+		u.at = u.at[:0]
+		for m := k; m < l; m++ {
+			e := &ents[m]
+			pos := slices.Index(visited, u.s.hws[e.hw].h)
+			if pos < 0 {
+				u.s.compare(e, name, &u.start)
+				continue
+			}
+			u.at = append(u.at, holdingEntry{pos, e})
+		}
+		k = l
+		if len(u.at) > 1 {
+			slices.SortFunc(u.at, func(a, b holdingEntry) int { return cmp.Compare(a.pos, b.pos) })
+		}
+		u.holding = u.holding[:0]
+		for _, a := range u.at {
+			u.holding = append(u.holding, visited[a.pos])
+		}
+		res := u.d.PairIn(name, problem, u.group, u.holding)
+		u.penaltyErrors += res.PenaltyErrors
+		for m := range res.Entries {
+			u.s.compare(u.at[m].e, name, &res.Entries[m].Entry)
+		}
+	}
+	for ; k < len(ents); k++ {
+		u.s.compare(&ents[k], name, &u.start)
+	}
+	if doc == nil {
+		return // no user document: never create one
+	}
+	var st materialize.UserStats
+	if len(mine) > 0 {
+		st = u.tally.Stats()
+	} else {
+		st = materialize.UserStats{ACProblemIDs: []int64{}}
+	}
+	u.s.compareUser(name, doc, st)
+}
+
+// compareUser compares a user's derived fields with its document's.
+func (s *state) compareUser(name string, u *user, st materialize.UserStats) {
 	s.rep.Users++
 	if u.stored.OK && u.stored.Stats.Equal(st) {
-		return nil
+		return
 	}
 	s.rep.DriftedUsers++
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
 		s.rep.Diffs = append(s.rep.Diffs, watch.UserDiff(name, u.stored, st))
 	}
 	u.fix = &st
-	return nil
 }
 
-// Entry implements materialize.Sink: compare with the stored value in
-// place, and keep a drifted value for the output.
-func (s *state) Entry(h bson.ObjectID, userName, pk string, e materialize.Entry) error {
+// compare compares entry e of user name with its derived value d in place,
+// and keeps a drifted value for the output.
+func (s *state) compare(e *entry, name string, d *materialize.Entry) {
 	s.rep.Entries++
-	// Entries come homework by homework (Finish) or a few homeworks per
-	// group: remember the last homework.
-	hw := s.lastHW
-	if hw == nil || s.lastID != h {
-		hw = s.homeworks[h]
-		s.lastHW, s.lastID = hw, h
-		s.lastUser, s.lastDoc = userName, hw.students[userName]
-	} else if userName != s.lastUser {
-		s.lastUser, s.lastDoc = userName, hw.students[userName]
-	}
-	v, ok := materialize.LastValue(s.lastDoc, pk)
-	if ok && e.MatchesStored(v) {
-		return nil
+	hw := s.hws[e.hw]
+	t, key, val, _ := materialize.ElementAt(hw.raw[e.elem:]) // read when indexed
+	v := bson.RawValue{Type: t, Value: val}
+	if d.MatchesStored(v) {
+		return
 	}
 	s.rep.DriftedEntries++
+	pk := s.problemKey(e.problem, key)
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
-		s.rep.Diffs = append(s.rep.Diffs, watch.EntryDiff(h, userName, pk, v, ok, e))
-	}
-	if !ok {
-		return nil // no stored entry to replace: never add one
+		s.rep.Diffs = append(s.rep.Diffs, watch.EntryDiff(hw.h.ID, name, pk, v, true, *d))
 	}
 	hw.drifted = true
-	hw.grow += e.EncodedSize() - len(v.Value)
+	hw.grow += d.EncodedSize() - len(v.Value)
 	if s.opts.Out != "" {
 		if hw.fix == nil {
 			hw.fix = make(map[entryKey]materialize.Entry)
 		}
-		hw.fix[entryKey{userName, pk}] = e
+		hw.fix[entryKey{name, pk}] = d.Clone() // d may be the Deriver's (Reuse)
 	}
-	return nil
+}
+
+// problemKey returns key, the problem key of an entry of problem index
+// pi, as a string: one per problem for a derivable entry.
+func (s *state) problemKey(pi uint32, key []byte) string {
+	if pi == s.underived() {
+		return string(key)
+	}
+	if s.pks == nil {
+		s.pks = make([]string, len(s.problemIDs))
+	}
+	if s.pks[pi] == "" {
+		s.pks[pi] = string(key)
+	}
+	return s.pks[pi]
 }
 
 // checkSizes fails when a corrected homework would exceed 16 MiB, naming
 // every such homework and its size.
 func (s *state) checkSizes() error {
 	var over []Oversized
-	for id, hw := range s.homeworks {
+	for _, hw := range s.hws {
 		if size := len(hw.raw) + hw.grow; hw.drifted && size > materialize.MaxDocumentSize {
-			over = append(over, Oversized{ID: id, Size: size})
+			over = append(over, Oversized{ID: hw.h.ID, Size: size})
 		}
 	}
 	if len(over) == 0 {
@@ -685,6 +941,7 @@ func (s *state) checkSizes() error {
 }
 
 func (s *state) writeUsers(emit func([]byte) error) error {
+	var buf []byte
 	for _, sl := range s.userOrder {
 		raw, u := sl.raw, sl.of
 		if u == nil || u.fix == nil {
@@ -693,11 +950,11 @@ func (s *state) writeUsers(emit func([]byte) error) error {
 			}
 			continue
 		}
-		patched, err := materialize.PatchUser(raw, *u.fix)
-		if err != nil {
+		var err error
+		if buf, err = materialize.AppendPatchedUser(buf[:0], raw, *u.fix); err != nil {
 			return err
 		}
-		if err := emit(patched); err != nil {
+		if err := emit(buf); err != nil {
 			return err
 		}
 	}

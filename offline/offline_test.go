@@ -52,7 +52,7 @@ func checkSameAsOnline(t *testing.T, docs materialize.Docs) {
 	for _, o := range []string{"", filepath.Join(root, "tiny-buckets"), out} {
 		opts := Options{Out: o, MaxDiffs: 1000}
 		if o != out {
-			opts.bucketShift = 1 // a bucket per two records: many buckets, users split at their edges
+			opts.userBits = 1 // two users per bucket: many buckets
 		}
 		got, err := Run(context.Background(), d, opts)
 		if err != nil {
