@@ -255,6 +255,90 @@ func patchStudentStatus(out, ss []byte, lookup EntryLookup) ([]byte, error) {
 	return bsoncore.AppendDocumentEnd(out, uidx)
 }
 
+// ValueAt is a new value for the element at byte offset Elem of a homework
+// document (the offset of its type byte): Value is a BSON document, e.g.
+// Entry.AppendBSON's.
+type ValueAt struct {
+	Elem  int
+	Value []byte
+}
+
+// PatchAt appends to dst a copy of homework document doc in which the
+// value of each studentStatus.<user>.<problemKey> element at the offset of
+// one of at (sorted by Elem, each once) is replaced by that Value, as an
+// embedded document; every other byte is copied, and the lengths of the
+// enclosing documents follow. It is the positional form of PatchEntries
+// for a caller that indexed the entries' offsets (the offline path): it
+// matches no keys and compares nothing, so it allocates nothing beyond
+// dst's growth. An offset naming no entry element of doc is an error.
+func PatchAt(dst []byte, doc bson.Raw, at []ValueAt) ([]byte, error) {
+	if err := checkBytes(doc); err != nil {
+		return nil, fmt.Errorf("patch homework: %w", err)
+	}
+	length, _, _ := bsoncore.ReadLength(doc) // checked above
+	idx, out := bsoncore.AppendDocumentStart(dst)
+	for rem := doc[4 : length-1]; len(rem) > 0; {
+		t, key, val, rest, _ := nextElement(rem) // checked above
+		el := rem[:len(rem)-len(rest)]
+		if t != bson.TypeEmbeddedDocument || string(key) != FieldStudentStatus {
+			out = append(out, el...)
+			rem = rest
+			continue
+		}
+		// The users and entries of this studentStatus, with their
+		// offsets in doc.
+		out = append(out, el[:len(key)+2]...) // type, key, NUL
+		uidx := len(out)
+		out = append(out, 0, 0, 0, 0)
+		base := int(length) - 1 - len(rem) + len(key) + 2 + 4 // offset of the first user element
+		users := val[4 : len(val)-1]
+		for off := base; len(users) > 0; {
+			ut, ukey, uval, urest, _ := nextElement(users)
+			uel := users[:len(users)-len(urest)]
+			if ut != bson.TypeEmbeddedDocument {
+				out = append(out, uel...)
+			} else {
+				out = append(out, uel[:len(ukey)+2]...)
+				pidx := len(out)
+				out = append(out, 0, 0, 0, 0)
+				poff := off + len(ukey) + 2 + 4
+				probs := uval[4 : len(uval)-1]
+				for len(probs) > 0 {
+					_, pkey, _, prest, _ := nextElement(probs)
+					pel := probs[:len(probs)-len(prest)]
+					if len(at) > 0 && at[0].Elem == poff {
+						out = append(out, byte(bson.TypeEmbeddedDocument))
+						out = append(out, pkey...)
+						out = append(out, 0)
+						out = append(out, at[0].Value...)
+						at = at[1:]
+					} else {
+						out = append(out, pel...)
+					}
+					poff += len(pel)
+					probs = prest
+				}
+				out = append(out, 0)
+				putLength(out[pidx:], len(out)-pidx)
+			}
+			off += len(uel)
+			users = urest
+		}
+		out = append(out, 0)
+		putLength(out[uidx:], len(out)-uidx)
+		rem = rest
+	}
+	if len(at) > 0 {
+		return nil, fmt.Errorf("patch homework %s: offset %d is not an entry of studentStatus (or offsets not sorted)", docID(doc), at[0].Elem)
+	}
+	return bsoncore.AppendDocumentEnd(out, int32(idx))
+}
+
+// putLength writes n as a BSON length at b[0:4].
+func putLength(b []byte, n int) {
+	b[0], b[1], b[2], b[3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
+}
+
 // elementsOf returns the element bytes of document doc (between its
 // length and its terminator), checked to be well formed.
 func elementsOf(doc []byte) ([]byte, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"testing"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -236,4 +237,83 @@ func TestLastValue(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPatchAtEqualsPatchEntries: replacing entries by their offsets gives
+// the bytes PatchEntries gives when looking them up by key, on every
+// homework of every derive vector whose entries each appear once, for
+// every entry and for every other one; an offset that is not an entry is
+// an error.
+func TestPatchAtEqualsPatchEntries(t *testing.T) {
+	compared := 0
+	for _, vec := range readDeriveVectors(t) {
+		for _, raw := range vec.DB.Homeworks {
+			type at struct {
+				user, pk string
+				elem     int
+			}
+			var entries []at
+			seen := map[[2]string]bool{}
+			unique, sections := true, 0
+			base := uintptr(unsafe.Pointer(&raw[0]))
+			materialize.EachElement(raw, func(t bson.Type, key, val []byte) {
+				if string(key) != materialize.FieldStudentStatus || t != bson.TypeEmbeddedDocument {
+					return
+				}
+				sections++
+				materialize.EachElement(val, func(ut bson.Type, user, uval []byte) {
+					if ut != bson.TypeEmbeddedDocument {
+						return
+					}
+					materialize.EachElement(uval, func(_ bson.Type, pk, _ []byte) {
+						k := [2]string{string(user), string(pk)}
+						unique = unique && !seen[k]
+						seen[k] = true
+						entries = append(entries, at{k[0], k[1], int(uintptr(unsafe.Pointer(unsafe.SliceData(pk))) - base - 1)})
+					})
+				})
+			})
+			if !unique || sections > 1 || len(entries) == 0 || raw.Validate() != nil {
+				continue
+			}
+			for _, every := range []int{1, 2} {
+				want := map[string]map[string]materialize.Entry{}
+				var fixes []materialize.ValueAt
+				for i, e := range entries {
+					if i%every != 0 {
+						continue
+					}
+					// A value no stored entry holds, different per entry.
+					d := materialize.Entry{Score: int64(1000 + i), SubmissionIDs: []string{e.user, e.pk}, HasRaw: i%3 == 0}
+					if want[e.user] == nil {
+						want[e.user] = map[string]materialize.Entry{}
+					}
+					want[e.user][e.pk] = d
+					fixes = append(fixes, materialize.ValueAt{Elem: e.elem, Value: d.AppendBSON(nil)})
+				}
+				wantDoc, err := materialize.PatchEntries(nil, raw, func(user, pk []byte) (materialize.Entry, bool) {
+					d, ok := want[string(user)][string(pk)]
+					return d, ok
+				})
+				if err != nil {
+					t.Fatalf("%s: PatchEntries: %v", vec.Name, err)
+				}
+				got, err := materialize.PatchAt([]byte("prefix"), raw, fixes)
+				if err != nil {
+					t.Fatalf("%s: PatchAt: %v", vec.Name, err)
+				}
+				if !bytes.Equal(got[6:], wantDoc) || string(got[:6]) != "prefix" {
+					t.Fatalf("%s: PatchAt (every %d) differs from PatchEntries", vec.Name, every)
+				}
+				compared++
+			}
+			if _, err := materialize.PatchAt(nil, raw, []materialize.ValueAt{{Elem: 4, Value: materialize.StartEntry().AppendBSON(nil)}}); err == nil {
+				t.Fatalf("%s: PatchAt at the first top-level element: no error", vec.Name)
+			}
+		}
+	}
+	if compared < 100 {
+		t.Fatalf("only %d homeworks compared", compared)
+	}
+	t.Logf("%d patched homeworks compared", compared)
 }

@@ -251,12 +251,26 @@ type homework struct {
 	// entries are its studentStatus entries: entries[first:end] of the
 	// state (dead once a later document with its _id replaces it).
 	first, end uint32
-	// fix maps (user, problem key) to the derived value of a drifted
-	// entry (kept only when writing an output).
+	// The derived values of drifted entries (kept only when writing an
+	// output): by offset, encoded (enc[at.off:at.off+at.n]), patched with
+	// materialize.PatchAt; or, in a homework whose entries are not each
+	// named once (dups), by (user, problem key), patched with
+	// materialize.PatchEntries, which replaces every occurrence of a key
+	// as the online rebuild does.
+	at      []fixAt
+	enc     []byte
 	fix     map[entryKey]materialize.Entry
+	dups    bool
 	drifted bool
 	grow    int // size change of the corrected document, bytes
 }
+
+// fixAt is the offset of a drifted entry's element in its homework and
+// where its derived value is encoded: arena[chunk][off:off+n].
+type fixAt struct{ elem, chunk, off, n uint32 }
+
+// arenaChunk is the size of the chunks of the state's arena (bytes).
+const arenaChunk = 1 << 20
 
 // entryKey names an entry of a homework.
 type entryKey struct{ user, pk string }
@@ -316,9 +330,11 @@ type state struct {
 	problemIDs []int64
 	problemIdx map[int64]uint32
 	hwKeys     []hwKey                   // the problem keys met in the homework being read
+	dups       bool                      // the homework being read names an entry twice
 	pks        []string                  // by problem index: its key, once a drifted entry needed it
 	wide       []wideValues              // see record
 	visited    [][]*materialize.Homework // by problem index: Catalog.Visited
+	arena      [][]byte                  // encoded derived values of drifted entries (see fixAt)
 }
 
 // hwKey is a problem key of a homework and its problem index: the users
@@ -452,7 +468,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		raw := bson.Raw(bytes.Clone(doc))
 		hi := uint32(len(s.hws))
 		first := len(s.entries)
-		s.hwKeys = s.hwKeys[:0]
+		s.hwKeys, s.dups = s.hwKeys[:0], false
 		var uid uint32
 		h, err := materialize.HomeworkDecoder{NoKeySets: true,
 			Intern: func(b []byte) string { uid = s.intern(b); return s.names[uid] },
@@ -472,7 +488,8 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 			}
 		}
 		s.cat.AddHomework(h)
-		hw := &homework{raw: raw, h: s.cat.Homework(h.ID), first: uint32(first), end: uint32(len(s.entries))}
+		hw := &homework{raw: raw, h: s.cat.Homework(h.ID), first: uint32(first), end: uint32(len(s.entries)),
+			dups: s.dups || studentStatusSections(raw) > 1}
 		s.homeworks[h.ID] = hi
 		s.hws = append(s.hws, hw)
 		s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw, of: hw})
@@ -522,6 +539,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 // is the stored one.
 func (s *state) addEntries(raw bson.Raw, n, hi, uid uint32, doc []byte) {
 	if s.inDoc[uid] == n {
+		s.dups = true
 		for i := s.docFirst[uid]; i < s.docEnd[uid]; i++ {
 			s.entries[i].user = deadUser
 		}
@@ -539,7 +557,7 @@ func (s *state) addEntries(raw bson.Raw, n, hi, uid uint32, doc []byte) {
 		if mine := s.entries[first:]; len(mine) <= 32 {
 			for i := range mine {
 				if bytes.Equal(entryKeyBytes(raw, mine[i].elem), key) {
-					mine[i].elem = e.elem
+					mine[i].elem, s.dups = e.elem, true
 					return
 				}
 			}
@@ -550,7 +568,7 @@ func (s *state) addEntries(raw bson.Raw, n, hi, uid uint32, doc []byte) {
 				}
 			}
 		} else if i, ok := s.dupKeys[unsafeString(key)]; ok {
-			s.entries[i].elem = e.elem
+			s.entries[i].elem, s.dups = e.elem, true
 			return
 		}
 		if len(s.entries)-first >= 32 {
@@ -580,6 +598,18 @@ func (s *state) problemOf(key []byte) uint32 {
 		s.hwKeys = append(s.hwKeys, hwKey{string(key), pi})
 	}
 	return pi
+}
+
+// studentStatusSections counts the top-level studentStatus documents of a
+// homework: the key sets read the first, a patch by key rewrites all.
+func studentStatusSections(raw bson.Raw) int {
+	n := 0
+	materialize.EachElement(raw, func(t bson.Type, key, _ []byte) {
+		if t == bson.TypeEmbeddedDocument && string(key) == materialize.FieldStudentStatus {
+			n++
+		}
+	})
+	return n
 }
 
 // entryKeyBytes returns the key of the element at elem of a homework's
@@ -901,11 +931,23 @@ func (s *state) compare(e *entry, name string, d *materialize.Entry) {
 	}
 	hw.drifted = true
 	hw.grow += d.EncodedSize() - len(v.Value)
-	if s.opts.Out != "" {
+	switch {
+	case s.opts.Out == "":
+	case hw.dups:
 		if hw.fix == nil {
 			hw.fix = make(map[entryKey]materialize.Entry)
 		}
 		hw.fix[entryKey{name, pk}] = d.Clone() // d may be the Deriver's (Reuse)
+	default:
+		// Encoded into chunks that never grow: no copies, no garbage.
+		n := d.EncodedSize()
+		if len(s.arena) == 0 || cap(s.arena[len(s.arena)-1])-len(s.arena[len(s.arena)-1]) < n {
+			s.arena = append(s.arena, make([]byte, 0, max(arenaChunk, n)))
+		}
+		c := &s.arena[len(s.arena)-1]
+		off := len(*c)
+		*c = d.AppendBSON(*c)
+		hw.at = append(hw.at, fixAt{elem: e.elem, chunk: uint32(len(s.arena) - 1), off: uint32(off), n: uint32(n)})
 	}
 }
 
@@ -963,19 +1005,29 @@ func (s *state) writeUsers(emit func([]byte) error) error {
 
 func (s *state) writeHomeworks(emit func([]byte) error) error {
 	var buf []byte
+	var at []materialize.ValueAt
 	for _, sl := range s.hwOrder {
 		raw, hw := sl.raw, sl.of
-		if hw == nil || hw.fix == nil {
+		if hw == nil || (hw.fix == nil && hw.at == nil) {
 			if err := emit(raw); err != nil {
 				return err
 			}
 			continue
 		}
 		var err error
-		buf, err = materialize.PatchEntries(buf[:0], raw, func(user, pk []byte) (materialize.Entry, bool) {
-			e, ok := hw.fix[entryKey{unsafeString(user), unsafeString(pk)}]
-			return e, ok
-		})
+		if hw.dups {
+			buf, err = materialize.PatchEntries(buf[:0], raw, func(user, pk []byte) (materialize.Entry, bool) {
+				e, ok := hw.fix[entryKey{unsafeString(user), unsafeString(pk)}]
+				return e, ok
+			})
+		} else {
+			at = at[:0]
+			for _, f := range hw.at {
+				at = append(at, materialize.ValueAt{Elem: int(f.elem), Value: s.arena[f.chunk][f.off : f.off+f.n]})
+			}
+			slices.SortFunc(at, func(a, b materialize.ValueAt) int { return cmp.Compare(a.Elem, b.Elem) })
+			buf, err = materialize.PatchAt(buf[:0], raw, at)
+		}
 		if err != nil {
 			return err
 		}

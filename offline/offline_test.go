@@ -144,3 +144,42 @@ func TestRunWideProblemIDs(t *testing.T) {
 		Submissions: subs,
 	})
 }
+
+// TestRunDuplicateKeys: homeworks that name an entry twice (a user key
+// holding a document twice, a problem key twice in a user's document, two
+// studentStatus documents) are patched by key, every occurrence the online
+// rebuild patches; the others by offset. Each homework drifts, so both
+// patch paths write, and the output equals the online rebuild's.
+func TestRunDuplicateKeys(t *testing.T) {
+	end := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	stale := mtest.D("score", int32(5), "problemStatus", nil, "submissionIds", bson.A{"x"})
+	other := mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})
+	hws := []bson.ObjectID{{1}, {2}, {3}, {4}, {5}}
+	homework := func(id bson.ObjectID, ss ...any) bson.Raw {
+		kv := []any{"_id", id, "duration", mtest.D("end", bson.NewDateTimeFromTime(end)), "penalty", "score = score // 2"}
+		return mtest.Raw(append(kv, ss...)...)
+	}
+	docs := materialize.Docs{
+		Users: []bson.Raw{mtest.Raw("_id", "al"), mtest.Raw("_id", "bo")},
+		Problems: []bson.Raw{mtest.Raw("_id", int32(1), "homeworks", bson.A{hws[0], hws[1], hws[2], hws[3], hws[4]}),
+			mtest.Raw("_id", int32(2), "homeworks", bson.A{hws[0], hws[1], hws[2], hws[3], hws[4]})},
+		Homeworks: []bson.Raw{
+			// al twice as a document: the second holds the entries.
+			homework(hws[0], "studentStatus", mtest.D("al", mtest.D("1", stale, "2", stale), "bo", mtest.D("1", stale), "al", mtest.D("1", stale))),
+			// problem key 1 twice in al's document.
+			homework(hws[1], "studentStatus", mtest.D("al", mtest.D("1", stale, "2", other, "1", stale), "bo", mtest.D("2", stale))),
+			// two studentStatus documents: the first holds the entries.
+			homework(hws[2], "studentStatus", mtest.D("al", mtest.D("1", stale)), "studentStatus", mtest.D("al", mtest.D("1", stale), "bo", mtest.D("1", stale))),
+			// al once, a non-document bo after a document one.
+			homework(hws[3], "studentStatus", mtest.D("al", mtest.D("1", stale, "2", stale), "bo", mtest.D("1", stale), "bo", int32(3))),
+			// every entry once: patched by offset.
+			homework(hws[4], "studentStatus", mtest.D("al", mtest.D("1", stale, "2", stale, "x", stale), "bo", mtest.D("1", other, "2", stale))),
+		},
+	}
+	for i := range 12 {
+		docs.Submissions = append(docs.Submissions, mtest.Raw("_id", bson.ObjectID{byte(i), 7}, "user", []string{"al", "bo"}[i%2],
+			"problem", int32(1+i%3%2), "timestamp", bson.NewDateTimeFromTime(end.Add(time.Duration(i-6)*24*time.Hour)),
+			"status", int32(i%2), "score", int32(i*9%101)))
+	}
+	checkSameAsOnline(t, docs)
+}
