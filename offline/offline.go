@@ -574,6 +574,11 @@ func (s *state) addEntries(raw bson.Raw, n, hi, uid uint32, doc []byte) {
 		if len(s.entries)-first >= 32 {
 			s.dupKeys[string(key)] = uint32(len(s.entries))
 		}
+		if len(s.entries) == cap(s.entries) {
+			// Doubling: append's growth of a large slice (1.25x) would
+			// leave four times the index in garbage.
+			s.entries = slices.Grow(s.entries, max(len(s.entries), 1024))
+		}
 		s.entries = append(s.entries, e)
 	})
 	s.inDoc[uid], s.docFirst[uid], s.docEnd[uid] = n, uint32(first), uint32(len(s.entries))
@@ -757,8 +762,8 @@ func (s *state) derive(ctx context.Context, recs *buckets) error {
 // entriesByUser returns the live entries ordered by user id and, within a
 // user, by problem index (underived last), and where each user's start:
 // user id's entries are ents[start[id]:start[id+1]]. Two stable counting
-// sorts, by problem then by user; the index they were built from is
-// released.
+// sorts, by problem then by user, the second into the index's memory,
+// which it takes over.
 func (s *state) entriesByUser() (ents []entry, start []uint32) {
 	byProblem := make([]uint32, len(s.problemIDs)+2)
 	live := 0
@@ -778,7 +783,6 @@ func (s *state) entriesByUser() (ents []entry, start []uint32) {
 			byProblem[e.problem]++
 		}
 	}
-	s.entries = nil
 	start = make([]uint32, len(s.names)+1)
 	for i := range tmp {
 		start[tmp[i].user+1]++
@@ -786,7 +790,8 @@ func (s *state) entriesByUser() (ents []entry, start []uint32) {
 	for i := 1; i < len(start); i++ {
 		start[i] += start[i-1]
 	}
-	ents = make([]entry, live)
+	// Into the index's own memory, free once tmp holds the live entries.
+	ents, s.entries = s.entries[:live], nil
 	next := slices.Clone(start[:len(start)-1])
 	for _, e := range tmp {
 		ents[next[e.user]] = e
