@@ -705,7 +705,7 @@ func (s *state) derive(ctx context.Context, recs *buckets) error {
 	p.SetTotal(p.Done() + int64(recs.n))
 	u := userDeriver{s: s, d: materialize.NewDeriver(), start: materialize.StartEntry()}
 	u.d.Reuse = true // compare keeps a drifted entry's Clone
-	var idx []uint32
+	var idx, tmp, ul, pstarts []uint32
 	starts := make([]uint32, 1<<recs.bits+1)
 	var none records
 	for lo := 0; lo < nu; lo += 1 << recs.bits {
@@ -714,11 +714,26 @@ func (s *state) derive(ctx context.Context, recs *buckets) error {
 		if bk := lo >> recs.bits; bk < len(recs.b) {
 			bucket = &recs.b[bk]
 		}
-		// Counting sort of the bucket's record indexes by user.
+		// Counting sort of the bucket's record indexes by user; when the
+		// problems span no more values than the bucket has records, first
+		// a counting sort by problem (both stable: LSD), else a sort of
+		// each user's records by problem.
+		span := uint64(recs.pmax - recs.pmin)
+		byProblem := bucket.n > 0 && span < uint64(bucket.n)
 		clear(starts)
-		for _, blk := range bucket.blocks {
+		ul = slices.Grow(ul[:0], bucket.n)[:bucket.n]
+		if byProblem {
+			pstarts = slices.Grow(pstarts[:0], int(span)+2)[:span+2]
+			clear(pstarts)
+		}
+		for bi, blk := range bucket.blocks {
 			for i := range blk {
-				starts[int(blk[i].uid())-lo+1]++
+				u := blk[i].uid() - uint32(lo)
+				ul[bi<<blockBits+i] = u
+				starts[u+1]++
+				if byProblem {
+					pstarts[blk[i].problem-recs.pmin+1]++
+				}
 			}
 		}
 		for i := 1; i < len(starts); i++ {
@@ -726,16 +741,33 @@ func (s *state) derive(ctx context.Context, recs *buckets) error {
 		}
 		idx = slices.Grow(idx[:0], bucket.n)[:bucket.n]
 		next := slices.Clone(starts[:len(starts)-1])
-		for bi, blk := range bucket.blocks {
-			for i := range blk {
-				u := int(blk[i].uid()) - lo
-				idx[next[u]] = uint32(bi<<blockBits + i)
-				next[u]++
+		if byProblem {
+			for i := 1; i < len(pstarts); i++ {
+				pstarts[i] += pstarts[i-1]
+			}
+			tmp = slices.Grow(tmp[:0], bucket.n)[:bucket.n]
+			for bi, blk := range bucket.blocks {
+				for i := range blk {
+					p := blk[i].problem - recs.pmin
+					tmp[pstarts[p]] = uint32(bi<<blockBits + i)
+					pstarts[p]++
+				}
+			}
+			for _, i := range tmp {
+				idx[next[ul[i]]] = i
+				next[ul[i]]++
+			}
+		} else {
+			for i := range ul {
+				idx[next[ul[i]]] = uint32(i)
+				next[ul[i]]++
 			}
 		}
 		for id := lo; id < hi; id++ {
 			mine := idx[starts[id-lo]:starts[id-lo+1]]
-			if packed {
+			switch {
+			case byProblem:
+			case packed:
 				keys = keys[:0]
 				for _, i := range mine {
 					keys = append(keys, uint64(bucket.at(i).problem-recs.pmin)<<32|uint64(i))
@@ -744,7 +776,7 @@ func (s *state) derive(ctx context.Context, recs *buckets) error {
 				for k, key := range keys {
 					mine[k] = uint32(key)
 				}
-			} else {
+			default:
 				slices.SortFunc(mine, func(a, b uint32) int { return cmp.Compare(bucket.at(a).problem, bucket.at(b).problem) })
 			}
 			u.user(s.names[id], s.docs[id], bucket, mine, ents[estart[id]:estart[id+1]])
