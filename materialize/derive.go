@@ -298,6 +298,9 @@ func (d *Deriver) PairIn(user string, problem int64, subs []Submission, holding 
 			allIDs = unsafe.String(&d.ids[0], len(d.ids))
 		}
 		lists = slices.Grow(d.lists[:0], n*len(holding))[:n*len(holding)]
+		if lists == nil {
+			lists = []string{} // submissionIds: [], never null
+		}
 		d.lists = lists
 	} else {
 		res.Entries = make([]HomeworkEntry, len(holding))

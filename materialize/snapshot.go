@@ -56,7 +56,9 @@ func (c *Catalog) Visited(problem int64) []*Homework {
 // Sink receives the derived values of a full derivation. User is called
 // once for every user that has submissions or was named to Finish; the
 // sink decides whether a user document exists to write. Entry is called
-// once for every existing studentStatus entry.
+// once for every existing studentStatus entry; when the Builder's Deriver
+// reuses its buffers (Deriver.Reuse), e is valid only during the call and
+// a sink keeping it keeps e.Clone().
 type Sink interface {
 	User(name string, stats UserStats) error
 	Entry(homework bson.ObjectID, user, problemKey string, e Entry) error

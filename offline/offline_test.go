@@ -2,9 +2,11 @@ package offline
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -182,4 +184,41 @@ func TestRunDuplicateKeys(t *testing.T) {
 			"status", int32(i%2), "score", int32(i*9%101)))
 	}
 	checkSameAsOnline(t, docs)
+}
+
+// TestRunWideValues: statuses and scores outside int32 (kept beside the
+// 40-byte records) and handwritten submissions (a flag bit of the record's
+// user) derive as the online rebuild derives them.
+func TestRunWideValues(t *testing.T) {
+	hw := bson.ObjectID{7}
+	end := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	entry := mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})
+	values := []any{int32(100), int64(1) << 40, int64(-1) << 35, int64(math.MaxInt32) + 1, int64(math.MinInt32) - 1, int32(-1), nil, 99.0}
+	var subs []bson.Raw
+	for i := range 40 {
+		kv := []any{"_id", bson.ObjectID{byte(i), 2}, "user", []string{"al", "bo"}[i%2], "problem", int32(1),
+			"timestamp", bson.NewDateTimeFromTime(end.Add(time.Duration(i-20) * 24 * time.Hour)),
+			"status", values[i%len(values)], "score", values[(i/2)%len(values)]}
+		if i%5 == 0 {
+			kv = append(kv, "languageType", int32(materialize.LanguageHandwritten))
+		}
+		subs = append(subs, mtest.Raw(kv...))
+	}
+	checkSameAsOnline(t, materialize.Docs{
+		Users:       []bson.Raw{mtest.Raw("_id", "al"), mtest.Raw("_id", "bo")},
+		Problems:    []bson.Raw{mtest.Raw("_id", int32(1), "homeworks", bson.A{hw})},
+		Homeworks:   []bson.Raw{mtest.Raw("_id", hw, "duration", mtest.D("end", bson.NewDateTimeFromTime(end)), "penalty", "score = score - overtime", "studentStatus", mtest.D("al", mtest.D("1", entry), "bo", mtest.D("1", entry)))},
+		Submissions: subs,
+	})
+}
+
+// TestCompactSizes: the per-submission record and the per-entry index
+// element keep the sizes memory is planned by (docs/benchmarks.md).
+func TestCompactSizes(t *testing.T) {
+	if n := unsafe.Sizeof(record{}); n != 40 {
+		t.Errorf("record: %d bytes, want 40", n)
+	}
+	if n := unsafe.Sizeof(entry{}); n != 16 {
+		t.Errorf("entry: %d bytes, want 16", n)
+	}
 }

@@ -108,6 +108,11 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 		rep.Malformed = append(rep.Malformed, h.Skipped...)
 	}
 	sink := &rebuildSink{ctx: ctx, st: st, opts: opts, rep: rep, users: users, stored: stored}
+	// The pairs' results borrow the Deriver's buffers (the sink keeps a
+	// Clone of what drifted); d is the caller's, shared with the
+	// incremental path, which keeps every result.
+	defer func(reuse bool) { d.Reuse = reuse }(d.Reuse)
+	d.Reuse = true
 	b := materialize.NewBuilder(d, cat, sink)
 
 	var group []materialize.Submission
@@ -226,7 +231,8 @@ func (s *rebuildSink) Entry(h bson.ObjectID, user, pk string, e materialize.Entr
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
 		s.rep.Diffs = append(s.rep.Diffs, EntryDiff(h, user, pk, v, ok, e))
 	}
-	s.w.Entries = append(s.w.Entries, EntryWrite{Homework: h, User: user, ProblemKey: pk, Entry: e})
+	// e may be the Deriver's until the next pair (Deriver.Reuse).
+	s.w.Entries = append(s.w.Entries, EntryWrite{Homework: h, User: user, ProblemKey: pk, Entry: e.Clone()})
 	return s.maybeFlush()
 }
 

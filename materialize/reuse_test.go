@@ -1,0 +1,123 @@
+package materialize_test
+
+import (
+	"reflect"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
+)
+
+// TestPairInReuse: a Deriver with Reuse derives what one without it does,
+// pair by pair, on every derive vector; and an Entry.Clone of a Reuse
+// result kept across every later PairIn of the vector (which overwrite
+// the Deriver's buffers) still holds the value derived.
+func TestPairInReuse(t *testing.T) {
+	overwritten := 0
+	for _, vec := range readDeriveVectors(t) {
+		cat := materialize.NewCatalog()
+		for _, raw := range vec.DB.Problems {
+			if p, err := materialize.DecodeProblem(raw); err == nil {
+				cat.AddProblem(p)
+			}
+		}
+		for _, raw := range vec.DB.Homeworks {
+			if h, err := materialize.DecodeHomework(raw); err == nil {
+				cat.AddHomework(h)
+			}
+		}
+		var subs []materialize.Submission
+		for _, raw := range vec.DB.Submissions {
+			if s, err := materialize.DecodeSubmission(raw); err == nil {
+				subs = append(subs, s)
+			}
+		}
+		materialize.SortGrouped(subs)
+		plain, reuse := materialize.NewDeriver(), materialize.NewDeriver()
+		reuse.Reuse = true
+		var want, kept []materialize.HomeworkEntry
+		var last *materialize.Entry
+		var lastIDs []string
+		materialize.ForEachGroup(subs, func(user string, problem int64, group []materialize.Submission) {
+			var holding []*materialize.Homework
+			for _, h := range cat.Visited(problem) {
+				if h.HasEntry(user, problem) {
+					holding = append(holding, h)
+				}
+			}
+			p := plain.Pair(user, problem, append([]materialize.Submission(nil), group...), cat.Visited(problem))
+			r := reuse.PairIn(user, problem, group, holding)
+			if p.PenaltyErrors != r.PenaltyErrors || !reflect.DeepEqual(p.Entries, r.Entries) {
+				t.Fatalf("%s: (%s, %d): Reuse derives %+v, want %+v", vec.Name, user, problem, r, p)
+			}
+			if last != nil && len(lastIDs) > 0 && !reflect.DeepEqual(last.SubmissionIDs, lastIDs) {
+				overwritten++ // the previous call's result was overwritten
+			}
+			last, lastIDs = nil, nil
+			want = append(want, p.Entries...) // the plain Deriver's results are never overwritten
+			for _, he := range r.Entries {
+				kept = append(kept, materialize.HomeworkEntry{Homework: he.Homework, Entry: he.Entry.Clone()})
+			}
+			if n := len(r.Entries); n > 0 {
+				last = &r.Entries[n-1].Entry
+				lastIDs = append([]string(nil), last.SubmissionIDs...)
+			}
+		})
+		for i := range kept {
+			if !reflect.DeepEqual(kept[i], want[i]) {
+				t.Fatalf("%s: a kept Clone changed: %+v, want %+v", vec.Name, kept[i], want[i])
+			}
+		}
+	}
+	if overwritten == 0 {
+		t.Fatal("no Reuse result was overwritten by a later call: the Clone check is empty")
+	}
+	t.Logf("%d Reuse results overwritten by the next call", overwritten)
+}
+
+// TestEntryCloneIsDeep: a Clone shares no memory with the entry.
+func TestEntryCloneIsDeep(t *testing.T) {
+	ids := []byte("aaaaaaaaaaaaaaaaaaaaaaaabbbbbbbbbbbbbbbbbbbbbbbb")
+	e := materialize.Entry{Score: 3, SubmissionIDs: []string{string(ids[:24]), string(ids[24:])}}
+	c := e.Clone()
+	e.SubmissionIDs[0] = "changed"
+	if c.SubmissionIDs[0] != "aaaaaaaaaaaaaaaaaaaaaaaa" || c.SubmissionIDs[1] != "bbbbbbbbbbbbbbbbbbbbbbbb" || c.Score != 3 {
+		t.Fatalf("Clone %+v", c)
+	}
+	if empty := (materialize.Entry{}).Clone(); empty.SubmissionIDs == nil {
+		t.Fatal("Clone of an entry without ids: nil SubmissionIDs (encodes as null, not [])")
+	}
+}
+
+// TestDecodeUserSameAsParts: DecodeUser reads what DecodeUserID and
+// DecodeUserStats read, on every vector user and on malformed shapes.
+func TestDecodeUserSameAsParts(t *testing.T) {
+	docs := []bson.Raw{
+		mtest.Raw("_id", "a", "submission", int32(3), "submission", int32(4), "AC_submission", int64(1), "AC_problem_ids", bson.A{int32(1), 2.0}),
+		mtest.Raw("_id", "a", "AC_problem_ids", bson.A{"x"}),
+		mtest.Raw("_id", "a", "AC_problem_ids", "x"),
+		mtest.Raw("_id", "a", "submission", nil, "AC_submission", 1.5),
+		mtest.Raw("_id", int32(1), "submission", int32(2)),
+		mtest.Raw("_id", nil),
+		mtest.Raw("submission", int32(2)),
+		mtest.Raw("_id", "b", "_id", "c"),
+		{5, 0, 0, 0},
+		{7, 0, 0, 0, 2, 'x', 0},
+	}
+	for _, v := range readDeriveVectors(t) {
+		docs = append(docs, v.DB.Users...)
+	}
+	for _, doc := range docs {
+		name, st, ok, err := materialize.DecodeUser(doc)
+		wantName, wantErr := materialize.DecodeUserID(doc)
+		wantSt, wantOK := materialize.DecodeUserStats(doc)
+		if name != wantName || (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Fatalf("%x: DecodeUser name %q, %v; DecodeUserID %q, %v", []byte(doc), name, err, wantName, wantErr)
+		}
+		if ok != wantOK || (ok && !reflect.DeepEqual(st, wantSt)) {
+			t.Fatalf("%x: DecodeUser stats %+v, %v; DecodeUserStats %+v, %v", []byte(doc), st, ok, wantSt, wantOK)
+		}
+	}
+}
