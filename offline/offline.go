@@ -1,14 +1,26 @@
 // Package offline verifies and repairs a mongodump directory without a
 // server, streaming the dump instead of loading it into a database
-// emulation: submissions become compact records (interned user ids and only
-// the fields the derivation reads), sorted on compact keys; the derivation
-// is the same materialize.Builder and Deriver as the online rebuild; stored
-// entries are compared in place in their bytes; each homework that drifted
-// is patched once, while the output is written.
+// emulation.
 //
-// Memory is the catalog (problems, homework key sets), the raw user and
-// homework documents (they are rewritten), one 56-byte record per
-// submission, and the drifted values.
+//   - Homeworks are kept as read, and every studentStatus entry is indexed
+//     in 16 bytes (its user, problem and the offset of its element), no
+//     per-user key sets: the stored value is compared in place in the
+//     homework's bytes.
+//   - Submissions become 40-byte records (interned user id and only the
+//     fields the derivation reads), read straight into buckets of 256
+//     users kept outside the Go heap, and ordered per bucket by counting
+//     sorts.
+//   - Each user is derived once, with the same derivation as every other
+//     path: materialize.Deriver.PairIn for each (user, problem) group and
+//     materialize.UserTally; entries no group reaches compare with the
+//     start value, as materialize.Builder.Finish does.
+//   - A drifted entry's value is encoded once into an arena, and each
+//     homework that drifted is patched once, by offset, while the output
+//     is written (by key when the homework names an entry twice, as the
+//     online rebuild does).
+//
+// Memory is the homework documents, 16 bytes per entry, 40 per submission
+// and the encoded drifted values (the user documents too with an output).
 package offline
 
 import (
@@ -20,7 +32,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"unsafe"
@@ -108,9 +119,6 @@ func CheckOut(d dump.Dir, out string) error {
 	}
 	return nil
 }
-
-// gcPercent is the GOGC of a Run (see Run).
-const gcPercent = 400
 
 // record is one submission, compactly (40 bytes): what
 // materialize.Submission holds, with the user as an index into the
@@ -354,13 +362,6 @@ func (s *state) underived() uint32 { return uint32(len(s.problemIDs)) }
 // corrected homework would exceed 16 MiB (the report is returned too), or
 // a read or write error.
 func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, error) {
-	if os.Getenv("GOGC") == "" {
-		// The heap is mostly the catalog, live for the whole run, which
-		// the default GOGC=100 rescans at every doubling: 400 cut the CPU
-		// of a 1M-submission verify by about 10% for about 40 MB more peak
-		// RSS (the records are off the heap). An explicit GOGC wins.
-		defer debug.SetGCPercent(debug.SetGCPercent(gcPercent))
-	}
 	s := &state{opts: opts, rep: &watch.RebuildReport{}, cat: materialize.NewCatalog(),
 		homeworks: make(map[bson.ObjectID]uint32), ids: make(map[string]uint32), dupKeys: make(map[string]uint32)}
 	var tmp string
