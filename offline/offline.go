@@ -868,13 +868,23 @@ func (u *userDeriver) user(name string, doc *user, bucket *records, mine []uint3
 		// Replay order, (timestamp, _id), sorted here on 4-byte indexes
 		// rather than by the derivation on whole submissions (it then
 		// only checks the order).
-		if j-i > 1 {
-			slices.SortFunc(mine[i:j], func(a, b uint32) int {
-				ra, rb := bucket.at(a), bucket.at(b)
-				if c := cmp.Compare(ra.timestamp, rb.timestamp); c != 0 {
-					return c
+		switch g := mine[i:j]; {
+		case len(g) <= 8:
+			// Insertion sort: groups are a few submissions.
+			for a := 1; a < len(g); a++ {
+				for b := a; b > 0 && replayBefore(bucket.at(g[b]), bucket.at(g[b-1])); b-- {
+					g[b], g[b-1] = g[b-1], g[b]
 				}
-				return bytes.Compare(ra.id[:], rb.id[:])
+			}
+		default:
+			slices.SortFunc(g, func(a, b uint32) int {
+				switch ra, rb := bucket.at(a), bucket.at(b); {
+				case replayBefore(ra, rb):
+					return -1
+				case replayBefore(rb, ra):
+					return 1
+				}
+				return 0
 			})
 		}
 		u.group = u.group[:0]
@@ -937,6 +947,15 @@ func (u *userDeriver) user(name string, doc *user, bucket *records, mine []uint3
 		st = materialize.UserStats{ACProblemIDs: []int64{}}
 	}
 	u.s.compareUser(name, doc, st)
+}
+
+// replayBefore orders records as the derivation replays them: by
+// (timestamp, _id), materialize.Submission.Before.
+func replayBefore(a, b *record) bool {
+	if a.timestamp != b.timestamp {
+		return a.timestamp < b.timestamp
+	}
+	return bytes.Compare(a.id[:], b.id[:]) < 0
 }
 
 // compareUser compares a user's derived fields with its document's.
