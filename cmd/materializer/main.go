@@ -126,11 +126,15 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nExit status: 0 success, 1 failure or drift (verify), 2 usage or configuration error.")
 }
 
-// newFlags returns a flag set whose errors and --help go to env.stderr.
+// newFlags returns a flag set whose --help goes to env.stderr. A bad flag
+// prints the usage; its error is printed once, by runMain, after it (the
+// flag package's own copy of the message is discarded).
 func newFlags(env *environment, name, args string, describe string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
+		fs.SetOutput(env.stderr)
+		defer fs.SetOutput(io.Discard)
 		fmt.Fprintf(env.stderr, "Usage: materializer %s %s\n\n%s\n", name, args, describe)
 		n := 0
 		fs.VisitAll(func(*flag.Flag) { n++ })

@@ -163,6 +163,33 @@ func TestOfflineEmptyDump(t *testing.T) {
 	}
 }
 
+// TestEmptyOut: --out "" (an unset shell variable) is a usage error, never
+// a command that writes to MATERIALIZER_MONGODB_URI instead of files.
+func TestEmptyOut(t *testing.T) {
+	cleanConfigEnv(t)
+	t.Setenv("MATERIALIZER_MONGODB_URI", "mongodb://127.0.0.1:1/?replicaSet=rs0&serverSelectionTimeoutMS=100")
+	for _, args := range [][]string{
+		{"seed", "--out", ""}, {"seed", "--out="}, {"rebuild", "--out", ""}, {"rebuild", "--out="},
+	} {
+		r := runCLI(t, args...)
+		if r.code != exitConfig || !strings.Contains(r.stderr, "--out is empty") || strings.Contains(r.stderr, "connecting") {
+			t.Errorf("%q: want exit 2 saying --out is empty, before connecting\n%v", args, r)
+		}
+	}
+}
+
+// TestBadFlagErrorOnce: an unknown flag prints the usage and its error
+// once, last.
+func TestBadFlagErrorOnce(t *testing.T) {
+	cleanConfigEnv(t)
+	r := runCLI(t, "verify", "--out", "x")
+	const msg = "flag provided but not defined: -out"
+	if r.code != exitConfig || strings.Count(r.stderr, msg) != 1 || !strings.Contains(r.stderr, "Usage: materializer verify") ||
+		!strings.HasSuffix(strings.TrimSpace(r.stderr), "materializer verify: "+msg) {
+		t.Fatalf("want the usage, then the error once\n%v", r)
+	}
+}
+
 // TestOfflineOutChecked: an --out inside the input or that is a file is
 // refused before any work: even on a corrupt dump (which would fail with
 // exit 1 once read) the answer is the usage error, and nothing is written.

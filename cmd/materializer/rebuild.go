@@ -47,6 +47,9 @@ Progress goes to stderr every few seconds on long work (--quiet: none).`)
 	if err != nil {
 		return err
 	}
+	if err := outFlag(fs, *out, "write to MongoDB (without --dump)"); err != nil {
+		return err
+	}
 	if !isOffline && *out != "" {
 		return &configError{"--out needs --dump"}
 	}
@@ -250,12 +253,29 @@ func rejectedWrites(rep *watch.RebuildReport) error {
 // dumpFlag reports whether --dump was given, refusing an empty value (an
 // unset shell variable must not turn an offline command into an online one).
 func dumpFlag(fs *flag.FlagSet, dir string) (bool, error) {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "dump" })
+	set := flagGiven(fs, "dump")
 	if set && dir == "" {
 		return false, &configError{"--dump is empty (an unset variable?); give a mongodump directory, or leave --dump out to use MongoDB"}
 	}
 	return set, nil
+}
+
+// flagGiven reports whether flag name was on the command line (even with
+// an empty value).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// outFlag refuses an --out given with an empty value: an unset shell
+// variable must not turn a command that writes files into one that writes
+// to MongoDB.
+func outFlag(fs *flag.FlagSet, out, instead string) error {
+	if flagGiven(fs, "out") && out == "" {
+		return &configError{"--out is empty (an unset variable?); give a directory, or leave --out out to " + instead}
+	}
+	return nil
 }
 
 // runOffline verifies a dump (out empty) or writes its corrected copy.

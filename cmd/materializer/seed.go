@@ -38,6 +38,9 @@ MATERIALIZER_MONGODB_URI's database, which must hold no submissions yet
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := outFlag(fs, *out, "insert into MongoDB"); err != nil {
+		return err
+	}
 	if p.Users < 0 || p.Problems < 0 || p.Homeworks < 0 || p.Submissions < 0 {
 		return &configError{"sizes must not be negative"}
 	}
