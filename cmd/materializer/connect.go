@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/description"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
@@ -24,10 +26,43 @@ const demoURI = "mongodb://127.0.0.1:27017/?directConnection=true"
 
 // sayConnecting tells the user, on stderr and before the driver starts
 // waiting, which server a command connects to (the redacted URI) and how
-// long it may wait.
+// long it may wait for one.
 func sayConnecting(w io.Writer, cfg *Config) {
-	fmt.Fprintf(w, "connecting to %s (database %s; waits up to the server-selection timeout, 30s unless the URI sets serverSelectionTimeoutMS)\n",
-		mongodb.Redact(cfg.MongoDBURI), cfg.Database)
+	wait := "no server-selection timeout (serverSelectionTimeoutMS=0)"
+	switch d, set := selectionTimeout(cfg.MongoDBURI); {
+	case !set:
+		wait = fmt.Sprintf("waits up to %s for a server, the driver's default server-selection timeout", d)
+	case d > 0:
+		wait = fmt.Sprintf("waits up to %s for a server, serverSelectionTimeoutMS", d)
+	}
+	fmt.Fprintf(w, "connecting to %s (database %s; %s)\n", mongodb.Redact(cfg.MongoDBURI), cfg.Database, wait)
+}
+
+// selectionTimeout is how long the driver waits to select a server for
+// uri, and whether the URI sets it: serverSelectionTimeoutMS read as the
+// driver reads it (options split on '&' or ';', key case-insensitive,
+// the last one winning: x/mongo/driver/connstring/connstring.go:1084 and
+// :555 in mongo-driver v2.10.0; 0 means no limit, csot.go:77), else the
+// default of 30 s (x/mongo/driver/topology/topology_options.go:31). A
+// mongodb+srv TXT record cannot set it, so no DNS lookup is needed.
+func selectionTimeout(uri string) (time.Duration, bool) {
+	d, set := 30*time.Second, false
+	_, query, ok := strings.Cut(uri[strings.LastIndex(uri, "@")+1:], "?")
+	if !ok {
+		return d, set
+	}
+	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == ';' || r == '&' }) {
+		k, v, _ := strings.Cut(pair, "=")
+		k, kerr := url.QueryUnescape(k)
+		v, verr := url.QueryUnescape(v)
+		if kerr != nil || verr != nil || !strings.EqualFold(k, "serverSelectionTimeoutMS") {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			d, set = time.Duration(n)*time.Millisecond, true
+		}
+	}
+	return d, set
 }
 
 // connectError is a failure to reach MongoDB with the one-line hint

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo/address"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/description"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
@@ -151,5 +152,44 @@ func TestCommandsSayWhereAndHint(t *testing.T) {
 		if strings.Contains(r.output(), "s3cret") {
 			t.Errorf("%v: the password is printed\n%v", args, r)
 		}
+	}
+}
+
+// TestSelectionTimeout: the wait the notice announces is the URI's
+// serverSelectionTimeoutMS as the driver reads it, else 30 s.
+func TestSelectionTimeout(t *testing.T) {
+	for _, c := range []struct {
+		uri  string
+		want time.Duration
+		set  bool
+	}{
+		{"mongodb://db:27017/", 30 * time.Second, false},
+		{"mongodb://db:27017/?replicaSet=rs0", 30 * time.Second, false},
+		{"mongodb://db:27017/?replicaSet=rs0&serverSelectionTimeoutMS=5000", 5 * time.Second, true},
+		{"mongodb://db/?SERVERSELECTIONTIMEOUTMS=100;replicaSet=rs0", 100 * time.Millisecond, true},
+		{"mongodb://db/?serverSelectionTimeoutMS=100&serverSelectionTimeoutMS=200", 200 * time.Millisecond, true},
+		{"mongodb://db/?serverSelectionTimeoutMS=0", 0, true},
+		{"mongodb://u:p%3Fx@db/?serverSelectionTimeoutMS=1500", 1500 * time.Millisecond, true},
+		{"mongodb+srv://cluster.example.com/?serverSelectionTimeoutMS=2000", 2 * time.Second, true},
+	} {
+		d, set := selectionTimeout(c.uri)
+		if d != c.want || set != c.set {
+			t.Errorf("%s: %v, %v; want %v, %v", c.uri, d, set, c.want, c.set)
+		}
+		// The driver agrees where it can parse without DNS.
+		if strings.HasPrefix(c.uri, "mongodb://") {
+			cs, err := connstring.Parse(c.uri)
+			if err != nil {
+				t.Fatalf("%s: %v", c.uri, err)
+			}
+			if cs.ServerSelectionTimeoutSet != set || (set && cs.ServerSelectionTimeout != d) {
+				t.Errorf("%s: the driver reads %v (set %v)", c.uri, cs.ServerSelectionTimeout, cs.ServerSelectionTimeoutSet)
+			}
+		}
+	}
+	var b strings.Builder
+	sayConnecting(&b, &Config{MongoDBURI: "mongodb://db/?serverSelectionTimeoutMS=2500", Database: "x"})
+	if !strings.Contains(b.String(), "waits up to 2.5s for a server, serverSelectionTimeoutMS") {
+		t.Errorf("notice %q", b.String())
 	}
 }
