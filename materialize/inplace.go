@@ -367,16 +367,10 @@ func elementsOf(doc []byte) ([]byte, error) {
 func LastValue(doc []byte, key string) (bson.RawValue, bool) {
 	var out bson.RawValue
 	found := false
-	rem := elementBytes(doc)
-	for len(rem) > 0 {
-		t, k, v, rest, ok := nextElement(rem)
-		if !ok {
-			break
-		}
-		rem = rest
+	EachElement(doc, func(t bson.Type, k, v []byte) {
 		if string(k) == key {
 			out, found = bson.RawValue{Type: t, Value: v}, true
 		}
-	}
+	})
 	return out, found
 }

@@ -17,24 +17,7 @@ import (
 func TestPairInReuse(t *testing.T) {
 	overwritten := 0
 	for _, vec := range readDeriveVectors(t) {
-		cat := materialize.NewCatalog()
-		for _, raw := range vec.DB.Problems {
-			if p, err := materialize.DecodeProblem(raw); err == nil {
-				cat.AddProblem(p)
-			}
-		}
-		for _, raw := range vec.DB.Homeworks {
-			if h, err := materialize.DecodeHomework(raw); err == nil {
-				cat.AddHomework(h)
-			}
-		}
-		var subs []materialize.Submission
-		for _, raw := range vec.DB.Submissions {
-			if s, err := materialize.DecodeSubmission(raw); err == nil {
-				subs = append(subs, s)
-			}
-		}
-		materialize.SortGrouped(subs)
+		cat, subs := decodeGrouped(vec.DB)
 		plain, reuse := materialize.NewDeriver(), materialize.NewDeriver()
 		reuse.Reuse = true
 		var want, kept []materialize.HomeworkEntry
@@ -75,6 +58,30 @@ func TestPairInReuse(t *testing.T) {
 		t.Fatal("no Reuse result was overwritten by a later call: the Clone check is empty")
 	}
 	t.Logf("%d Reuse results overwritten by the next call", overwritten)
+}
+
+// decodeGrouped decodes a vector's catalog and its submissions, sorted by
+// SortGrouped; documents that do not decode are left out.
+func decodeGrouped(db materialize.Docs) (*materialize.Catalog, []materialize.Submission) {
+	cat := materialize.NewCatalog()
+	for _, raw := range db.Problems {
+		if p, err := materialize.DecodeProblem(raw); err == nil {
+			cat.AddProblem(p)
+		}
+	}
+	for _, raw := range db.Homeworks {
+		if h, err := materialize.DecodeHomework(raw); err == nil {
+			cat.AddHomework(h)
+		}
+	}
+	var subs []materialize.Submission
+	for _, raw := range db.Submissions {
+		if s, err := materialize.DecodeSubmission(raw); err == nil {
+			subs = append(subs, s)
+		}
+	}
+	materialize.SortGrouped(subs)
+	return cat, subs
 }
 
 // TestEntryCloneIsDeep: a Clone shares no memory with the entry.

@@ -46,24 +46,7 @@ func TestTraceMatchesPair(t *testing.T) {
 	}
 	groups := 0
 	for _, v := range vs {
-		cat := materialize.NewCatalog()
-		for _, raw := range v.DB.Problems {
-			if p, err := materialize.DecodeProblem(raw); err == nil {
-				cat.AddProblem(p)
-			}
-		}
-		for _, raw := range v.DB.Homeworks {
-			if h, err := materialize.DecodeHomework(raw); err == nil {
-				cat.AddHomework(h)
-			}
-		}
-		var subs []materialize.Submission
-		for _, raw := range v.DB.Submissions {
-			if s, err := materialize.DecodeSubmission(raw); err == nil {
-				subs = append(subs, s)
-			}
-		}
-		materialize.SortGrouped(subs)
+		cat, subs := decodeGrouped(v.DB)
 		materialize.ForEachGroup(subs, func(user string, problem int64, g []materialize.Submission) {
 			groups++
 			hws := cat.Visited(problem)
