@@ -270,7 +270,9 @@ type ValueAt struct {
 // enclosing documents follow. It is the positional form of PatchEntries
 // for a caller that indexed the entries' offsets (the offline path): it
 // matches no keys and compares nothing, so it allocates nothing beyond
-// dst's growth. An offset naming no entry element of doc is an error.
+// dst's growth. An offset naming no entry element of doc is an error, and
+// so is a malformed studentStatus or studentStatus.<user> document (as in
+// PatchEntries); dst is then not returned.
 func PatchAt(dst []byte, doc bson.Raw, at []ValueAt) ([]byte, error) {
 	if err := checkBytes(doc); err != nil {
 		return nil, fmt.Errorf("patch homework: %w", err)
