@@ -199,3 +199,16 @@ func TestDecodeUserSameAsOld(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendPatchedUserAllocs: the patch allocates nothing beyond dst,
+// whatever the document's keys (a key over 32 bytes made string(key)
+// allocate on HEAD).
+func TestAppendPatchedUserAllocs(t *testing.T) {
+	doc := bson.Raw(bsoncore.NewDocumentBuilder().AppendString("_id", "u").
+		AppendInt32("a key longer than thirty-two bytes, as users may have", 1).AppendInt32(FieldSubmission, 3).Build())
+	st := UserStats{Submission: 1, ACProblemIDs: []int64{1, 2, 3}}
+	buf := make([]byte, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() { buf, _ = AppendPatchedUser(buf[:0], doc, st) }); n != 0 {
+		t.Errorf("AppendPatchedUser: %v allocations per call, want 0", n)
+	}
+}
