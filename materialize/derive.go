@@ -70,14 +70,17 @@ type Deriver struct {
 	Trace PairTracer
 	step  PairStep
 
-	// Reuse, when set, makes PairIn's result borrow the Deriver's
-	// buffers: the result, its Entries, their SubmissionIDs and the id
-	// strings in them are valid only until the next PairIn, which
-	// overwrites them (the strings too: they view a reused byte buffer).
-	// A caller keeping an entry keeps Entry.Clone(). Only the offline path
-	// sets it: it compares every entry in place and keeps the few that
-	// drifted, where a million submissions would otherwise allocate three
-	// times per pair and write 24 MB of fresh memory.
+	// Reuse, when set, makes PairIn's (and so Pair's) result borrow the
+	// Deriver's buffers: the result, its Entries, their SubmissionIDs and
+	// the id strings in them are valid only until the next Pair or
+	// PairIn, which overwrites them (the strings too: they view a reused
+	// byte buffer); so are the PairStep.Entry values a Trace is given. A
+	// caller keeping an entry keeps Entry.Clone(). The full derivations
+	// set it (the offline path, and watch.Rebuild for its duration): they
+	// compare every entry and keep the few that drifted, where a million
+	// submissions would otherwise allocate three times per pair and write
+	// 24 MB of fresh memory. The incremental path, which keeps every
+	// result, leaves it unset.
 	Reuse   bool
 	entries []HomeworkEntry
 	lists   []string
@@ -151,7 +154,8 @@ type PairStep struct {
 	// step was >= the entry's score).
 	SetStatus bool
 	// Entry is the entry after the step. Its SubmissionIDs is a prefix of
-	// the final one: later steps never change it, so it may be kept.
+	// the final one: later steps never change it, so it may be kept (with
+	// Deriver.Reuse, only until the next Pair or PairIn).
 	Entry Entry
 	// Out is the score carried to the next homework.
 	Out int64

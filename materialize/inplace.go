@@ -270,7 +270,9 @@ type ValueAt struct {
 // enclosing documents follow. It is the positional form of PatchEntries
 // for a caller that indexed the entries' offsets (the offline path): it
 // matches no keys and compares nothing, so it allocates nothing beyond
-// dst's growth. An offset naming no entry element of doc is an error.
+// dst's growth. An offset naming no entry element of doc is an error, and
+// so is a malformed studentStatus or studentStatus.<user> document (as in
+// PatchEntries); dst is then not returned.
 func PatchAt(dst []byte, doc bson.Raw, at []ValueAt) ([]byte, error) {
 	if err := checkBytes(doc); err != nil {
 		return nil, fmt.Errorf("patch homework: %w", err)
@@ -291,7 +293,13 @@ func PatchAt(dst []byte, doc bson.Raw, at []ValueAt) ([]byte, error) {
 		uidx := len(out)
 		out = append(out, 0, 0, 0, 0)
 		base := int(length) - 1 - len(rem) + len(key) + 2 + 4 // offset of the first user element
-		users := val[4 : len(val)-1]
+		// The nested documents are not checked by checkBytes (Raw.Validate
+		// reads only their lengths): a malformed one is an error, as in
+		// PatchEntries, not a slice out of range or an endless walk.
+		users, err := elementsOf(val)
+		if err != nil {
+			return nil, fmt.Errorf("patch homework %s: studentStatus: %w", docID(doc), err)
+		}
 		for off := base; len(users) > 0; {
 			ut, ukey, uval, urest, _ := nextElement(users)
 			uel := users[:len(users)-len(urest)]
@@ -302,7 +310,10 @@ func PatchAt(dst []byte, doc bson.Raw, at []ValueAt) ([]byte, error) {
 				pidx := len(out)
 				out = append(out, 0, 0, 0, 0)
 				poff := off + len(ukey) + 2 + 4
-				probs := uval[4 : len(uval)-1]
+				probs, err := elementsOf(uval)
+				if err != nil {
+					return nil, fmt.Errorf("patch homework %s: studentStatus.%s: %w", docID(doc), ukey, err)
+				}
 				for len(probs) > 0 {
 					_, pkey, _, prest, _ := nextElement(probs)
 					pel := probs[:len(probs)-len(prest)]

@@ -3,7 +3,6 @@ package materialize
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -51,7 +50,17 @@ func AppendPatchedUser(dst []byte, doc bson.Raw, st UserStats) ([]byte, error) {
 		rem = rest
 		// The first element of a derived field is replaced, as $set
 		// does; a later duplicate is copied.
-		i := slices.Index(fields[:], string(key))
+		// A switch on string(key) does not allocate; slices.Index(fields,
+		// string(key)) did for a key over 32 bytes.
+		i := -1
+		switch string(key) {
+		case FieldSubmission:
+			i = 0
+		case FieldACSubmission:
+			i = 1
+		case FieldACProblemIDs:
+			i = 2
+		}
 		if i >= 0 && !seen[i] {
 			seen[i] = true
 			out = appendField(out, i)

@@ -518,8 +518,10 @@ type HomeworkDecoder struct {
 	// NoKeySets leaves Homework.Students nil (Intern is then called for
 	// usernames only): for a caller that indexes the entries itself from
 	// User, as the offline path does. Such a Homework serves
-	// Deriver.PairIn, not Pair or HasEntry. A later document-valued
-	// studentStatus.<user> replaces an earlier one, as in the key sets.
+	// Deriver.PairIn, not Pair or HasEntry. User is then called for every
+	// document-valued studentStatus.<user>, a duplicate key once per
+	// occurrence: the caller lets the later one replace the earlier, as
+	// the key sets do. The user documents are not checked inside.
 	NoKeySets bool
 }
 
@@ -617,7 +619,9 @@ func (hd HomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
 // EachElement calls fn with the type, key and value bytes of each
 // top-level element of document doc, in order, without allocating (the
 // slices alias doc). It stops at the first unreadable element, as the key
-// sets and LastValue do; a validated document has none.
+// sets and LastValue do. A validated top-level document has none, but
+// validation (Raw.Validate, the decoders) reads only the length of a
+// nested document: one may end early.
 func EachElement(doc []byte, fn func(t bson.Type, key, val []byte)) {
 	rem := elementBytes(doc)
 	for len(rem) > 0 {
