@@ -301,7 +301,10 @@ func PatchAt(dst []byte, doc bson.Raw, at []ValueAt) ([]byte, error) {
 			return nil, fmt.Errorf("patch homework %s: studentStatus: %w", docID(doc), err)
 		}
 		for off := base; len(users) > 0; {
-			ut, ukey, uval, urest, _ := nextElement(users)
+			ut, ukey, uval, urest, ok := nextElement(users)
+			if !ok { // elementsOf read it; never, but never loop on it either
+				return nil, fmt.Errorf("patch homework %s: studentStatus: bad element", docID(doc))
+			}
 			uel := users[:len(users)-len(urest)]
 			if ut != bson.TypeEmbeddedDocument {
 				out = append(out, uel...)
@@ -315,7 +318,10 @@ func PatchAt(dst []byte, doc bson.Raw, at []ValueAt) ([]byte, error) {
 					return nil, fmt.Errorf("patch homework %s: studentStatus.%s: %w", docID(doc), ukey, err)
 				}
 				for len(probs) > 0 {
-					_, pkey, _, prest, _ := nextElement(probs)
+					_, pkey, _, prest, ok := nextElement(probs)
+					if !ok {
+						return nil, fmt.Errorf("patch homework %s: studentStatus.%s: bad element", docID(doc), ukey)
+					}
 					pel := probs[:len(probs)-len(prest)]
 					if len(at) > 0 && at[0].Elem == poff {
 						out = append(out, byte(bson.TypeEmbeddedDocument))
