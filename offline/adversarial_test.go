@@ -196,14 +196,13 @@ func TestRunAdversarialDiffsSameAsOnline(t *testing.T) {
 }
 
 // TestRunDuplicateIDsDiffsSameAsOnline: homeworks and users whose _id
-// appears twice (a later document replaces an earlier one in a store keyed
-// by _id) count and differ as online.
+// appears twice (a later document, even a malformed one, replaces an
+// earlier one in a store keyed by _id) count, differ and are reported
+// malformed as online.
 func TestRunDuplicateIDsDiffsSameAsOnline(t *testing.T) {
 	for seed := range uint64(40) {
 		nUsers := []int{3, 7, 20, 300}[seed%4]
 		docs := advDocs(seed, nUsers, 300)
-		b := advDocs(seed+1000, nUsers, 0) // other homeworks with the same _ids? no: ids carry the seed
-		_ = b
 		r := rand.New(rand.NewPCG(seed, 1))
 		// Duplicate homeworks: a copy with another studentStatus.
 		for _, h := range slices.Clone(docs.Homeworks) {
@@ -214,6 +213,9 @@ func TestRunDuplicateIDsDiffsSameAsOnline(t *testing.T) {
 			other := advDocs(seed+7, nUsers, 0).Homeworks[0]
 			ss := other.Lookup("studentStatus")
 			docs.Homeworks = append(docs.Homeworks, mtest.Raw("_id", id, "studentStatus", ss))
+			if r.IntN(3) == 0 { // malformed: replaces it too
+				docs.Homeworks = append(docs.Homeworks, mtest.Raw("_id", id, "penalty", int32(1)))
+			}
 		}
 		// Duplicate users.
 		for _, u := range slices.Clone(docs.Users) {
@@ -221,13 +223,13 @@ func TestRunDuplicateIDsDiffsSameAsOnline(t *testing.T) {
 				docs.Users = append(docs.Users, mtest.Raw("_id", u.Lookup("_id").StringValue(), "submission", int32(r.IntN(3))))
 			}
 		}
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { checkDiffsSameAsOnline(t, docs, uint(seed%2), false) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { checkDiffsSameAsOnline(t, docs, uint(seed%2), true) })
 	}
 }
 
 // TestRunMalformedDuplicateHomework: a malformed homework document with
 // the _id of an earlier good one replaces it in a store keyed by _id (the
-// online rebuild then has no such homework); the offline path keeps the
+// online rebuild then has no such homework); the offline path kept the
 // earlier one.
 func TestRunMalformedDuplicateHomework(t *testing.T) {
 	hw := bson.ObjectID{3}
