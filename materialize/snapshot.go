@@ -39,6 +39,12 @@ func (c *Catalog) AddHomework(h Homework) {
 	clear(c.resolved)
 }
 
+// RemoveHomework removes the homework with id, if any.
+func (c *Catalog) RemoveHomework(id bson.ObjectID) {
+	delete(c.Homeworks, id)
+	clear(c.resolved)
+}
+
 // Homework returns the homework with id, or nil.
 func (c *Catalog) Homework(id bson.ObjectID) *Homework { return c.Homeworks[id] }
 

@@ -270,7 +270,8 @@ type homework struct {
 	fix     map[entryKey]materialize.Entry
 	dups    bool
 	drifted bool
-	grow    int // size change of the corrected document, bytes
+	skipped []*materialize.DecodeError // its Skipped, reported unless replaced
+	grow    int                        // size change of the corrected document, bytes
 }
 
 // fixAt is the offset of a drifted entry's element in its homework and
@@ -477,20 +478,28 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		if err != nil {
 			s.entries = s.entries[:first]
 			s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw})
+			// A malformed document replaces an earlier one with its _id
+			// too (a store keyed by _id then holds no decodable homework).
+			if v, lerr := raw.LookupErr("_id"); lerr == nil {
+				if id, ok := v.ObjectIDOK(); ok {
+					if prev, ok := s.homeworks[id]; ok {
+						s.replaced(prev)
+						delete(s.homeworks, id)
+						s.cat.RemoveHomework(id)
+					}
+				}
+			}
 			return s.malformed(d, materialize.CollHomework, n, err)
 		}
 		s.rep.Malformed = append(s.rep.Malformed, h.Skipped...)
 		if prev, ok := s.homeworks[h.ID]; ok {
 			// A later document with the same _id replaces an earlier one,
-			// as a store keyed by _id would: the earlier one's entries are
-			// no one's.
-			for i := s.hws[prev].first; i < s.hws[prev].end; i++ {
-				s.entries[i].user = deadUser
-			}
+			// as a store keyed by _id would.
+			s.replaced(prev)
 		}
 		s.cat.AddHomework(h)
 		hw := &homework{raw: raw, h: s.cat.Homework(h.ID), first: uint32(first), end: uint32(len(s.entries)),
-			dups: s.dups || studentStatusSections(raw) > 1}
+			dups: s.dups || studentStatusSections(raw) > 1, skipped: h.Skipped}
 		s.homeworks[h.ID] = hi
 		s.hws = append(s.hws, hw)
 		s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw, of: hw})
@@ -531,6 +540,22 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		}
 		return nil
 	})
+}
+
+// replaced forgets homework hws[prev], replaced by a later document with
+// its _id: its entries are no one's, and its skipped studentStatus values
+// are not reported (a store keyed by _id never holds it).
+func (s *state) replaced(prev uint32) {
+	hw := s.hws[prev]
+	for i := hw.first; i < hw.end; i++ {
+		s.entries[i].user = deadUser
+	}
+	if len(hw.skipped) > 0 {
+		s.rep.Malformed = slices.DeleteFunc(s.rep.Malformed, func(e *materialize.DecodeError) bool {
+			return slices.Contains(hw.skipped, e)
+		})
+		hw.skipped = nil
+	}
 }
 
 // addEntries indexes the entries of studentStatus.<user> of homework hi
