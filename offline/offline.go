@@ -445,6 +445,13 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		n++
 		pr, err := materialize.DecodeProblem(doc)
 		if err != nil {
+			// A malformed document replaces an earlier one with its _id
+			// too (a store keyed by _id then holds no decodable problem).
+			if v, lerr := doc.LookupErr("_id"); lerr == nil {
+				if id, ok := materialize.IntValue(v); ok {
+					s.cat.RemoveProblem(id)
+				}
+			}
 			return s.malformed(d, materialize.CollProblem, n, err)
 		}
 		s.cat.AddProblem(pr)
