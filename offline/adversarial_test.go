@@ -332,3 +332,33 @@ func TestRunMalformedDuplicateProblem(t *testing.T) {
 	}
 	checkDiffsSameAsOnline(t, docs, 0, true)
 }
+
+// TestRunExtremeProblemIDs: problem ids at both ends of int64 (their span
+// wraps int64) and spans just under a bucket's record count.
+func TestRunExtremeProblemIDs(t *testing.T) {
+	hw := bson.ObjectID{9}
+	end := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, probs := range [][]int64{{math.MinInt64, 0, math.MaxInt64}, {math.MinInt64, math.MinInt64 + 1}, {7, 8, 9, 10, 11}, {0, 29}, {0, 30}, {0, 31}} {
+		var problems, subs []bson.Raw
+		entries := bson.D{}
+		for _, p := range probs {
+			problems = append(problems, mtest.Raw("_id", p, "homeworks", bson.A{hw}))
+			entries = append(entries, bson.E{Key: materialize.ProblemKey(p), Value: mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})})
+		}
+		for i := range 30 {
+			p := probs[i%len(probs)]
+			subs = append(subs, mtest.Raw("_id", bson.ObjectID{byte(i), 1}, "user", []string{"bob", "al", "cy"}[i%3], "problem", p,
+				"timestamp", bson.NewDateTimeFromTime(end.Add(time.Duration(i%4-2)*24*time.Hour)), "status", int32(i%3), "score", int32(i*7%101)))
+		}
+		docs := materialize.Docs{
+			Users:       []bson.Raw{mtest.Raw("_id", "al"), mtest.Raw("_id", "bob")},
+			Problems:    problems,
+			Homeworks:   []bson.Raw{mtest.Raw("_id", hw, "duration", mtest.D("end", bson.NewDateTimeFromTime(end)), "penalty", "score = score // 2", "studentStatus", mtest.D("al", entries, "bob", entries, "cy", entries))},
+			Submissions: subs,
+		}
+		for _, bits := range []uint{0, 1} {
+			checkDiffsSameAsOnline(t, docs, bits, true)
+		}
+		checkSameAsOnline(t, docs)
+	}
+}
