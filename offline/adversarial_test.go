@@ -362,3 +362,22 @@ func TestRunExtremeProblemIDs(t *testing.T) {
 		checkSameAsOnline(t, docs)
 	}
 }
+
+// TestRunMalformedThenGoodDuplicates: a malformed document replaced by a
+// later one with its _id is not in a store keyed by _id, so not reported.
+func TestRunMalformedThenGoodDuplicates(t *testing.T) {
+	hw := bson.ObjectID{3}
+	end := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	entry := mtest.D("score", int32(9), "problemStatus", nil, "submissionIds", bson.A{})
+	docs := materialize.Docs{
+		Users:    []bson.Raw{mtest.Raw("_id", int32(5)), mtest.Raw("_id", int32(5), "x", 1), mtest.Raw("_id", "al")},
+		Problems: []bson.Raw{mtest.Raw("_id", int32(1), "homeworks", "x"), mtest.Raw("_id", int32(1), "homeworks", bson.A{hw})},
+		Homeworks: []bson.Raw{
+			mtest.Raw("_id", hw, "duration", "x"),
+			mtest.Raw("_id", hw, "duration", mtest.D("end", bson.NewDateTimeFromTime(end)), "studentStatus", mtest.D("al", mtest.D("1", entry))),
+		},
+		Submissions: []bson.Raw{mtest.Raw("_id", bson.ObjectID{1}, "user", "al", "problem", int32(1),
+			"timestamp", bson.NewDateTimeFromTime(end), "status", int32(0), "score", int32(100))},
+	}
+	checkDiffsSameAsOnline(t, docs, 0, true)
+}
