@@ -332,6 +332,9 @@ type state struct {
 	// key replaces them).
 	inDoc, docFirst, docEnd []uint32
 	dupKeys                 map[string]uint32 // scratch: keys of a large user document
+	// bad: by collection, the malformed catalog documents by _id (type
+	// and bytes), reported until a later document replaces one.
+	bad map[string]map[string]*materialize.DecodeError
 	// problemIDs are the catalog's problem ids, sorted; an entry names one
 	// by index, or underived() when its key is not str(id) of a problem
 	// (only such keys can be derived: any other entry keeps the start
@@ -364,7 +367,8 @@ func (s *state) underived() uint32 { return uint32(len(s.problemIDs)) }
 // a read or write error.
 func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, error) {
 	s := &state{opts: opts, rep: &watch.RebuildReport{}, cat: materialize.NewCatalog(),
-		homeworks: make(map[bson.ObjectID]uint32), ids: make(map[string]uint32), dupKeys: make(map[string]uint32)}
+		homeworks: make(map[bson.ObjectID]uint32), ids: make(map[string]uint32), dupKeys: make(map[string]uint32),
+		bad: make(map[string]map[string]*materialize.DecodeError)}
 	var tmp string
 	if opts.Out != "" {
 		// Created before any work, so an unwritable place fails at once.
@@ -433,6 +437,40 @@ func (s *state) malformed(d dump.Dir, coll string, n int, err error) error {
 	return nil
 }
 
+// malformedDoc is malformed for catalog document doc, which stays
+// reported until a later document with its _id replaces it (supersede).
+func (s *state) malformedDoc(d dump.Dir, coll string, n int, doc bson.Raw, err error) error {
+	before := len(s.rep.Malformed)
+	if err := s.malformed(d, coll, n, err); err != nil || len(s.rep.Malformed) == before {
+		return err
+	}
+	if v, lerr := doc.LookupErr("_id"); lerr == nil {
+		if s.bad[coll] == nil {
+			s.bad[coll] = make(map[string]*materialize.DecodeError)
+		}
+		s.bad[coll][string(rune(v.Type))+string(v.Value)] = s.rep.Malformed[len(s.rep.Malformed)-1]
+	}
+	return nil
+}
+
+// supersede drops from the report the malformed document of coll with
+// doc's _id (type and bytes) read before doc, which replaces it in a store
+// keyed by _id.
+func (s *state) supersede(coll string, doc bson.Raw) {
+	if len(s.bad[coll]) == 0 {
+		return
+	}
+	v, err := doc.LookupErr("_id")
+	if err != nil {
+		return
+	}
+	k := string(rune(v.Type)) + string(v.Value)
+	if de, ok := s.bad[coll][k]; ok {
+		s.rep.Malformed = slices.DeleteFunc(s.rep.Malformed, func(e *materialize.DecodeError) bool { return e == de })
+		delete(s.bad[coll], k)
+	}
+}
+
 // readCatalog reads problems, homeworks and users.
 func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	p := s.opts.Progress
@@ -443,6 +481,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	err := d.Each(materialize.CollProblem, false, func(doc bson.Raw) error {
 		p.Add(1)
 		n++
+		s.supersede(materialize.CollProblem, doc)
 		pr, err := materialize.DecodeProblem(doc)
 		if err != nil {
 			// A malformed document replaces an earlier one with its _id
@@ -452,7 +491,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 					s.cat.RemoveProblem(id)
 				}
 			}
-			return s.malformed(d, materialize.CollProblem, n, err)
+			return s.malformedDoc(d, materialize.CollProblem, n, doc, err)
 		}
 		s.cat.AddProblem(pr)
 		return nil
@@ -474,6 +513,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	err = d.Each(materialize.CollHomework, false, func(doc bson.Raw) error {
 		p.Add(1)
 		n++
+		s.supersede(materialize.CollHomework, doc)
 		raw := bson.Raw(bytes.Clone(doc))
 		hi := uint32(len(s.hws))
 		first := len(s.entries)
@@ -496,7 +536,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 					}
 				}
 			}
-			return s.malformed(d, materialize.CollHomework, n, err)
+			return s.malformedDoc(d, materialize.CollHomework, n, doc, err)
 		}
 		s.rep.Malformed = append(s.rep.Malformed, h.Skipped...)
 		if prev, ok := s.homeworks[h.ID]; ok {
@@ -526,6 +566,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	return d.Each(materialize.CollUser, false, func(doc bson.Raw) error {
 		p.Add(1)
 		n++
+		s.supersede(materialize.CollUser, doc)
 		// Only an output needs the documents themselves.
 		raw := bson.Raw(doc)
 		if s.opts.Out != "" {
@@ -536,7 +577,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 			if s.opts.Out != "" {
 				s.userOrder = append(s.userOrder, slot[user]{raw: raw})
 			}
-			return s.malformed(d, materialize.CollUser, n, err)
+			return s.malformedDoc(d, materialize.CollUser, n, doc, err)
 		}
 		// A later document with the same _id replaces an earlier one, as a
 		// store keyed by _id would.
