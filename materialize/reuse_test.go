@@ -3,6 +3,7 @@ package materialize_test
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -92,6 +93,15 @@ func TestEntryCloneIsDeep(t *testing.T) {
 	e.SubmissionIDs[0] = "changed"
 	if c.SubmissionIDs[0] != "aaaaaaaaaaaaaaaaaaaaaaaa" || c.SubmissionIDs[1] != "bbbbbbbbbbbbbbbbbbbbbbbb" || c.Score != 3 {
 		t.Fatalf("Clone %+v", c)
+	}
+	// Ids viewing a buffer that is then overwritten, as Reuse's do: the
+	// Clone's strings must not view it.
+	buf := []byte("cccccccccccccccccccccccc")
+	v := materialize.Entry{SubmissionIDs: []string{unsafe.String(&buf[0], len(buf))}}
+	vc := v.Clone()
+	copy(buf, "dddddddddddddddddddddddd")
+	if vc.SubmissionIDs[0] != "cccccccccccccccccccccccc" {
+		t.Fatalf("Clone shares the ids' bytes: %q", vc.SubmissionIDs[0])
 	}
 	if empty := (materialize.Entry{}).Clone(); empty.SubmissionIDs == nil {
 		t.Fatal("Clone of an entry without ids: nil SubmissionIDs (encodes as null, not [])")

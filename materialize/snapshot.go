@@ -39,6 +39,18 @@ func (c *Catalog) AddHomework(h Homework) {
 	clear(c.resolved)
 }
 
+// RemoveProblem removes the problem with id, if any.
+func (c *Catalog) RemoveProblem(id int64) {
+	delete(c.Problems, id)
+	clear(c.resolved)
+}
+
+// RemoveHomework removes the homework with id, if any.
+func (c *Catalog) RemoveHomework(id bson.ObjectID) {
+	delete(c.Homeworks, id)
+	clear(c.resolved)
+}
+
 // Homework returns the homework with id, or nil.
 func (c *Catalog) Homework(id bson.ObjectID) *Homework { return c.Homeworks[id] }
 

@@ -270,7 +270,8 @@ type homework struct {
 	fix     map[entryKey]materialize.Entry
 	dups    bool
 	drifted bool
-	grow    int // size change of the corrected document, bytes
+	skipped []*materialize.DecodeError // its Skipped, reported unless replaced
+	grow    int                        // size change of the corrected document, bytes
 }
 
 // fixAt is the offset of a drifted entry's element in its homework and
@@ -331,6 +332,9 @@ type state struct {
 	// key replaces them).
 	inDoc, docFirst, docEnd []uint32
 	dupKeys                 map[string]uint32 // scratch: keys of a large user document
+	// bad: by collection, the malformed catalog documents by _id (type
+	// and bytes), reported until a later document replaces one.
+	bad map[string]map[string]*materialize.DecodeError
 	// problemIDs are the catalog's problem ids, sorted; an entry names one
 	// by index, or underived() when its key is not str(id) of a problem
 	// (only such keys can be derived: any other entry keeps the start
@@ -363,7 +367,8 @@ func (s *state) underived() uint32 { return uint32(len(s.problemIDs)) }
 // a read or write error.
 func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, error) {
 	s := &state{opts: opts, rep: &watch.RebuildReport{}, cat: materialize.NewCatalog(),
-		homeworks: make(map[bson.ObjectID]uint32), ids: make(map[string]uint32), dupKeys: make(map[string]uint32)}
+		homeworks: make(map[bson.ObjectID]uint32), ids: make(map[string]uint32), dupKeys: make(map[string]uint32),
+		bad: make(map[string]map[string]*materialize.DecodeError)}
 	var tmp string
 	if opts.Out != "" {
 		// Created before any work, so an unwritable place fails at once.
@@ -432,6 +437,40 @@ func (s *state) malformed(d dump.Dir, coll string, n int, err error) error {
 	return nil
 }
 
+// malformedDoc is malformed for catalog document doc, which stays
+// reported until a later document with its _id replaces it (supersede).
+func (s *state) malformedDoc(d dump.Dir, coll string, n int, doc bson.Raw, err error) error {
+	before := len(s.rep.Malformed)
+	if err := s.malformed(d, coll, n, err); err != nil || len(s.rep.Malformed) == before {
+		return err
+	}
+	if v, lerr := doc.LookupErr("_id"); lerr == nil {
+		if s.bad[coll] == nil {
+			s.bad[coll] = make(map[string]*materialize.DecodeError)
+		}
+		s.bad[coll][string(rune(v.Type))+string(v.Value)] = s.rep.Malformed[len(s.rep.Malformed)-1]
+	}
+	return nil
+}
+
+// supersede drops from the report the malformed document of coll with
+// doc's _id (type and bytes) read before doc, which replaces it in a store
+// keyed by _id.
+func (s *state) supersede(coll string, doc bson.Raw) {
+	if len(s.bad[coll]) == 0 {
+		return
+	}
+	v, err := doc.LookupErr("_id")
+	if err != nil {
+		return
+	}
+	k := string(rune(v.Type)) + string(v.Value)
+	if de, ok := s.bad[coll][k]; ok {
+		s.rep.Malformed = slices.DeleteFunc(s.rep.Malformed, func(e *materialize.DecodeError) bool { return e == de })
+		delete(s.bad[coll], k)
+	}
+}
+
 // readCatalog reads problems, homeworks and users.
 func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	p := s.opts.Progress
@@ -442,9 +481,17 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	err := d.Each(materialize.CollProblem, false, func(doc bson.Raw) error {
 		p.Add(1)
 		n++
+		s.supersede(materialize.CollProblem, doc)
 		pr, err := materialize.DecodeProblem(doc)
 		if err != nil {
-			return s.malformed(d, materialize.CollProblem, n, err)
+			// A malformed document replaces an earlier one with its _id
+			// too (a store keyed by _id then holds no decodable problem).
+			if v, lerr := doc.LookupErr("_id"); lerr == nil {
+				if id, ok := materialize.IntValue(v); ok {
+					s.cat.RemoveProblem(id)
+				}
+			}
+			return s.malformedDoc(d, materialize.CollProblem, n, doc, err)
 		}
 		s.cat.AddProblem(pr)
 		return nil
@@ -466,6 +513,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	err = d.Each(materialize.CollHomework, false, func(doc bson.Raw) error {
 		p.Add(1)
 		n++
+		s.supersede(materialize.CollHomework, doc)
 		raw := bson.Raw(bytes.Clone(doc))
 		hi := uint32(len(s.hws))
 		first := len(s.entries)
@@ -477,20 +525,28 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		if err != nil {
 			s.entries = s.entries[:first]
 			s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw})
-			return s.malformed(d, materialize.CollHomework, n, err)
+			// A malformed document replaces an earlier one with its _id
+			// too (a store keyed by _id then holds no decodable homework).
+			if v, lerr := raw.LookupErr("_id"); lerr == nil {
+				if id, ok := v.ObjectIDOK(); ok {
+					if prev, ok := s.homeworks[id]; ok {
+						s.replaced(prev)
+						delete(s.homeworks, id)
+						s.cat.RemoveHomework(id)
+					}
+				}
+			}
+			return s.malformedDoc(d, materialize.CollHomework, n, doc, err)
 		}
 		s.rep.Malformed = append(s.rep.Malformed, h.Skipped...)
 		if prev, ok := s.homeworks[h.ID]; ok {
 			// A later document with the same _id replaces an earlier one,
-			// as a store keyed by _id would: the earlier one's entries are
-			// no one's.
-			for i := s.hws[prev].first; i < s.hws[prev].end; i++ {
-				s.entries[i].user = deadUser
-			}
+			// as a store keyed by _id would.
+			s.replaced(prev)
 		}
 		s.cat.AddHomework(h)
 		hw := &homework{raw: raw, h: s.cat.Homework(h.ID), first: uint32(first), end: uint32(len(s.entries)),
-			dups: s.dups || studentStatusSections(raw) > 1}
+			dups: s.dups || studentStatusSections(raw) > 1, skipped: h.Skipped}
 		s.homeworks[h.ID] = hi
 		s.hws = append(s.hws, hw)
 		s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw, of: hw})
@@ -510,6 +566,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	return d.Each(materialize.CollUser, false, func(doc bson.Raw) error {
 		p.Add(1)
 		n++
+		s.supersede(materialize.CollUser, doc)
 		// Only an output needs the documents themselves.
 		raw := bson.Raw(doc)
 		if s.opts.Out != "" {
@@ -520,7 +577,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 			if s.opts.Out != "" {
 				s.userOrder = append(s.userOrder, slot[user]{raw: raw})
 			}
-			return s.malformed(d, materialize.CollUser, n, err)
+			return s.malformedDoc(d, materialize.CollUser, n, doc, err)
 		}
 		// A later document with the same _id replaces an earlier one, as a
 		// store keyed by _id would.
@@ -531,6 +588,22 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		}
 		return nil
 	})
+}
+
+// replaced forgets homework hws[prev], replaced by a later document with
+// its _id: its entries are no one's, and its skipped studentStatus values
+// are not reported (a store keyed by _id never holds it).
+func (s *state) replaced(prev uint32) {
+	hw := s.hws[prev]
+	for i := hw.first; i < hw.end; i++ {
+		s.entries[i].user = deadUser
+	}
+	if len(hw.skipped) > 0 {
+		s.rep.Malformed = slices.DeleteFunc(s.rep.Malformed, func(e *materialize.DecodeError) bool {
+			return slices.Contains(hw.skipped, e)
+		})
+		hw.skipped = nil
+	}
 }
 
 // addEntries indexes the entries of studentStatus.<user> of homework hi

@@ -66,23 +66,34 @@ func checkSameAsOnline(t *testing.T, docs materialize.Docs) {
 			t.Fatalf("out %q: offline report %+v\nonline report %+v", o, got, want)
 		}
 	}
-	od, err := dump.Resolve(out, "normal-oj")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, coll := range []string{materialize.CollUser, materialize.CollHomework} {
-		gotDocs, err := od.Read(coll)
+	// Both outputs (tiny buckets and default ones) hold exactly the
+	// documents the online rebuild leaves, each once.
+	for _, o := range []string{filepath.Join(root, "tiny-buckets"), out} {
+		od, err := dump.Resolve(o, "normal-oj")
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantDocs := map[string]bool{}
-		for _, doc := range st.Collection(coll) {
-			wantDocs[string(doc)] = true
-		}
-		for _, doc := range gotDocs {
-			if !wantDocs[string(doc)] {
-				id, _ := doc.LookupErr("_id")
-				t.Errorf("%s %v: the offline output differs from the online rebuild's document", coll, id)
+		for _, coll := range []string{materialize.CollUser, materialize.CollHomework} {
+			gotDocs, err := od.Read(coll)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantDocs := map[string]int{}
+			for _, doc := range st.Collection(coll) {
+				wantDocs[string(doc)]++
+			}
+			for _, doc := range gotDocs {
+				if wantDocs[string(doc)] == 0 {
+					id, _ := doc.LookupErr("_id")
+					t.Errorf("%s: %s %v: the offline output differs from the online rebuild's document", o, coll, id)
+				}
+				wantDocs[string(doc)]--
+			}
+			for doc, n := range wantDocs {
+				if n > 0 {
+					id, _ := bson.Raw(doc).LookupErr("_id")
+					t.Errorf("%s: %s %v: the online rebuild's document is missing from the offline output", o, coll, id)
+				}
 			}
 		}
 	}
