@@ -343,6 +343,7 @@ type state struct {
 	problemIdx map[int64]uint32
 	hwKeys     []hwKey                   // the problem keys met in the homework being read
 	dups       bool                      // the homework being read names an entry twice
+	badIndex   bool                      // an entry's key did not lie in its homework's bytes (see addEntries)
 	pks        []string                  // by problem index: its key, once a drifted entry needed it
 	wide       []wideValues              // see record
 	visited    [][]*materialize.Homework // by problem index: Catalog.Visited
@@ -522,6 +523,9 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		h, err := materialize.HomeworkDecoder{NoKeySets: true,
 			Intern: func(b []byte) string { uid = s.intern(b); return s.names[uid] },
 			User:   func(_ string, doc []byte) { s.addEntries(raw, uint32(n), hi, uid, doc) }}.Decode(raw)
+		if s.badIndex {
+			return fmt.Errorf("read dump %s: document number %d: an entry's key does not lie in the document's bytes (internal error)", d.File(materialize.CollHomework), n)
+		}
 		if err != nil {
 			s.entries = s.entries[:first]
 			s.hwOrder = append(s.hwOrder, slot[homework]{raw: raw})
@@ -623,8 +627,15 @@ func (s *state) addEntries(raw bson.Raw, n, hi, uid uint32, doc []byte) {
 	materialize.EachElement(doc, func(_ bson.Type, key, _ []byte) {
 		// The element starts at its type byte, just before the key (an
 		// empty key's slice still points into doc).
-		e := entry{elem: uint32(uintptr(unsafe.Pointer(unsafe.SliceData(key))) - base - 1), hw: hi, user: uid,
-			problem: s.problemOf(key)}
+		off := uintptr(unsafe.Pointer(unsafe.SliceData(key))) - base - 1
+		if off >= uintptr(len(raw)) || off > math.MaxUint32 || !bytes.HasPrefix(raw[off+1:], key) {
+			// The decoder's slices alias raw (bson.Raw lookups never
+			// copy); should that ever change, fail rather than index the
+			// wrong bytes.
+			s.badIndex = true
+			return
+		}
+		e := entry{elem: uint32(off), hw: hi, user: uid, problem: s.problemOf(key)}
 		// A key seen before in this document: the later value is the
 		// stored one (LastValue). Documents hold a few keys; a long one
 		// is checked through a map.
