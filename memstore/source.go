@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -321,9 +320,9 @@ func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
 	// entries the call writes (the server applies each $set in place), so
 	// a rebuild's bulk writes do not copy a large homework once per entry.
 	type group struct {
-		id     bson.ObjectID
-		want   map[string]map[string]materialize.Entry
-		fields []string
+		id   bson.ObjectID
+		want map[string]map[string]materialize.Entry
+		refs []watch.EntryRef
 	}
 	var groups []*group
 	byHW := make(map[bson.ObjectID]*group)
@@ -343,7 +342,7 @@ func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
 			g.want[e.User] = make(map[string]materialize.Entry)
 		}
 		g.want[e.User][e.ProblemKey] = e.Entry
-		g.fields = append(g.fields, materialize.FieldStudentStatus+"."+e.User+"."+e.ProblemKey)
+		g.refs = append(g.refs, watch.EntryRef{User: e.User, ProblemKey: e.ProblemKey})
 	}
 	var rejected []error
 	for _, g := range groups {
@@ -351,7 +350,7 @@ func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
 		id := bson.RawValue{Type: t, Value: data}
 		k := docKey(id)
 		raw, ok := s.colls[materialize.CollHomework][k]
-		err := s.applyEntries(k, raw, ok, g.want, g.fields, id)
+		err := s.applyEntries(k, raw, ok, g.want, g.refs, id)
 		var tooLarge *tooLargeError
 		if errors.As(err, &tooLarge) {
 			rejected = append(rejected, err) // the other homeworks still go, as in an unordered bulk write
@@ -372,18 +371,20 @@ func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
 
 // applyEntries patches one homework with the entries in want and emits
 // one update event per entry whose stored value changed.
-func (s *Store) applyEntries(k string, raw bson.Raw, exists bool, want map[string]map[string]materialize.Entry, fields []string, id bson.RawValue) error {
+func (s *Store) applyEntries(k string, raw bson.Raw, exists bool, want map[string]map[string]materialize.Entry, refs []watch.EntryRef, id bson.RawValue) error {
 	if !exists || len(want) == 0 {
 		return nil
 	}
 	stored := storedEntries(raw, want)
 	var changedFields []string
-	for _, f := range fields {
-		// Compare before patching to know which entries change.
-		user, pk := splitEntryField(f)
+	for _, r := range refs {
+		// Compare before patching to know which entries change. The
+		// names are kept apart: a user or problem key may hold a dot,
+		// which the MongoDB adapter writes literally (entryWriteByPipeline).
+		user, pk := r.User, r.ProblemKey
 		if v, ok := stored[user][pk]; ok {
 			if !want[user][pk].MatchesStored(v) {
-				changedFields = append(changedFields, f)
+				changedFields = append(changedFields, materialize.FieldStudentStatus+"."+user+"."+pk)
 			} else {
 				s.stats.NoopWrites++
 			}
@@ -452,14 +453,6 @@ type tooLargeError struct {
 
 func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("homework %s: resulting document after update would be %d bytes, larger than %d", e.id, e.size, materialize.MaxDocumentSize)
-}
-
-// splitEntryField splits "studentStatus.<user>.<problemKey>"; the problem
-// key has no dot, the user may.
-func splitEntryField(f string) (user, pk string) {
-	rest := f[len(materialize.FieldStudentStatus)+1:]
-	i := strings.LastIndexByte(rest, '.')
-	return rest[:i], rest[i+1:]
 }
 
 // LookupKeys implements watch.KeyIndex.

@@ -79,7 +79,7 @@ func randomDump(r *rand.Rand) materialize.Docs {
 		docs.Problems = append(docs.Problems, mtest.Raw(kv...))
 	}
 	// Problem keys: canonical ones of the pool and non-canonical ones.
-	keyPool := []string{"01", "abc", "", "-0", "+1", "1e0", "999", " 1"}
+	keyPool := []string{"01", "abc", "", "-0", "+1", "1e0", "999", " 1", "1.0", "a.b"}
 	for _, p := range probPool {
 		keyPool = append(keyPool, strconv.FormatInt(p, 10), strconv.FormatInt(p, 10))
 	}
