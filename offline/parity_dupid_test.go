@@ -65,7 +65,7 @@ func withDuplicateIDs(r *rand.Rand, docs materialize.Docs) materialize.Docs {
 // document replacing an earlier one), and every earlier one is copied
 // unchanged.
 func TestRunDuplicateIDsAsReference(t *testing.T) {
-	for s := uint64(1); s <= 300; s++ {
+	for s := uint64(1); s <= 150; s++ {
 		r := rand.New(rand.NewPCG(s, 2))
 		docs := withDuplicateIDs(r, randomDump(r))
 		t.Run(fmt.Sprintf("seed%d", s), func(t *testing.T) {

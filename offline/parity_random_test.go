@@ -273,9 +273,9 @@ func checkSameAsOnlineStrict(t *testing.T, docs materialize.Docs) materialize.Do
 
 // TestRunRandomSameAsOnline runs randomly generated adversarial dumps
 // through the offline path and the online rebuild (PARITY_N dumps,
-// default 300; PARITY_SEED to start elsewhere).
+// default 100; PARITY_SEED to start elsewhere).
 func TestRunRandomSameAsOnline(t *testing.T) {
-	n := 300
+	n := 100
 	if s := os.Getenv("PARITY_N"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
