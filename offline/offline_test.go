@@ -1,9 +1,12 @@
 package offline
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -17,9 +20,25 @@ import (
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
+// allDiffs keeps every difference in the reports the parity checks
+// compare (a capped list would hold each path's first ones, in its order).
+const allDiffs = 1 << 20
+
 // online runs the online rebuild (watch.Rebuild over memstore, the same
 // documents) and returns its report and the documents it left.
 func online(t *testing.T, docs materialize.Docs) (*watch.RebuildReport, *memstore.Store) {
+	t.Helper()
+	st := loadStore(t, docs)
+	rep, err := watch.Rebuild(context.Background(), st, materialize.NewDeriver(), watch.RebuildOptions{MaxDiffs: allDiffs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, st
+}
+
+// loadStore returns an in-memory store holding docs (one document per
+// _id: a later one replaces an earlier one).
+func loadStore(t *testing.T, docs materialize.Docs) *memstore.Store {
 	t.Helper()
 	st := memstore.New()
 	for coll, ds := range map[string][]bson.Raw{materialize.CollUser: docs.Users, materialize.CollProblem: docs.Problems,
@@ -28,33 +47,49 @@ func online(t *testing.T, docs materialize.Docs) (*watch.RebuildReport, *memstor
 			t.Fatal(err)
 		}
 	}
-	rep, err := watch.Rebuild(context.Background(), st, materialize.NewDeriver(), watch.RebuildOptions{MaxDiffs: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep, st
+	return st
 }
 
-// checkSameAsOnline runs Run (verify, then with an output) on docs and
-// compares its report and output with the online rebuild's.
-func checkSameAsOnline(t *testing.T, docs materialize.Docs) {
+// writeTestDump writes docs as a mongodump directory under dir (database
+// normal-oj) and returns it.
+func writeTestDump(t *testing.T, dir string, docs materialize.Docs) dump.Dir {
 	t.Helper()
-	root := t.TempDir()
-	in := filepath.Join(root, "in")
-	if err := dump.Write(in, map[string][]bson.Raw{materialize.CollUser: docs.Users, materialize.CollProblem: docs.Problems,
+	if err := dump.Write(dir, map[string][]bson.Raw{materialize.CollUser: docs.Users, materialize.CollProblem: docs.Problems,
 		materialize.CollHomework: docs.Homeworks, materialize.CollSubmission: docs.Submissions}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := dump.Resolve(in, "normal-oj")
+	d, err := dump.Resolve(dir, "normal-oj")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+// checkSameAsOnline runs Run (verify, with tiny buckets, then with an
+// output) on docs and compares its report with the online rebuild's
+// (counts, every diff and every malformed document, as multisets: the two
+// paths emit them in different orders) and its output with the documents
+// the online rebuild left, collection by collection as multisets (a
+// document missing from the output fails too). It returns the documents
+// the online rebuild left.
+func checkSameAsOnline(t *testing.T, docs materialize.Docs) materialize.Docs {
+	t.Helper()
+	root := t.TempDir()
+	d := writeTestDump(t, filepath.Join(root, "in"), docs)
 	want, st := online(t, docs)
+	diffs := func(rep *watch.RebuildReport) []string {
+		var out []string
+		for _, d := range rep.Diffs {
+			out = append(out, fmt.Sprintf("%+v", d))
+		}
+		slices.Sort(out)
+		return out
+	}
 	out := filepath.Join(root, "out")
 	for _, o := range []string{"", filepath.Join(root, "tiny-buckets"), out} {
-		opts := Options{Out: o, MaxDiffs: 1000}
+		opts := Options{Out: o, MaxDiffs: allDiffs}
 		if o != out {
-			opts.userBits = 1 // two users per bucket: many buckets
+			opts.userBits = 1
 		}
 		got, err := Run(context.Background(), d, opts)
 		if err != nil {
@@ -62,41 +97,58 @@ func checkSameAsOnline(t *testing.T, docs materialize.Docs) {
 		}
 		if got.Submissions != want.Submissions || got.Users != want.Users || got.Entries != want.Entries ||
 			got.DriftedUsers != want.DriftedUsers || got.DriftedEntries != want.DriftedEntries ||
-			got.PenaltyErrors != want.PenaltyErrors || len(got.Malformed) != len(want.Malformed) || len(got.Diffs) != len(want.Diffs) {
+			got.PenaltyErrors != want.PenaltyErrors || len(got.Malformed) != len(want.Malformed) {
 			t.Fatalf("out %q: offline report %+v\nonline report %+v", o, got, want)
 		}
+		if g, w := diffs(got), diffs(want); !slices.Equal(g, w) {
+			t.Fatalf("out %q: diffs differ\noffline %q\nonline  %q", o, g, w)
+		}
+		malformed := func(rep *watch.RebuildReport) []string {
+			var out []string
+			for _, m := range rep.Malformed {
+				out = append(out, m.Error())
+			}
+			slices.Sort(out)
+			return out
+		}
+		if g, w := malformed(got), malformed(want); !slices.Equal(g, w) {
+			t.Fatalf("out %q: malformed differ\noffline %q\nonline  %q", o, g, w)
+		}
 	}
-	// Both outputs (tiny buckets and default ones) hold exactly the
-	// documents the online rebuild leaves, each once.
-	for _, o := range []string{filepath.Join(root, "tiny-buckets"), out} {
-		od, err := dump.Resolve(o, "normal-oj")
+	od, err := dump.Resolve(out, "normal-oj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, coll := range []string{materialize.CollUser, materialize.CollHomework, materialize.CollProblem, materialize.CollSubmission} {
+		gotDocs, err := od.Read(coll)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, coll := range []string{materialize.CollUser, materialize.CollHomework} {
-			gotDocs, err := od.Read(coll)
-			if err != nil {
-				t.Fatal(err)
+		wantDocs := st.Collection(coll)
+		key := func(ds []bson.Raw) []string {
+			out := make([]string, len(ds))
+			for i, d := range ds {
+				out[i] = string(d)
 			}
-			wantDocs := map[string]int{}
-			for _, doc := range st.Collection(coll) {
-				wantDocs[string(doc)]++
-			}
+			slices.Sort(out)
+			return out
+		}
+		if g, w := key(gotDocs), key(wantDocs); !slices.Equal(g, w) {
 			for _, doc := range gotDocs {
-				if wantDocs[string(doc)] == 0 {
-					id, _ := doc.LookupErr("_id")
-					t.Errorf("%s: %s %v: the offline output differs from the online rebuild's document", o, coll, id)
-				}
-				wantDocs[string(doc)]--
-			}
-			for doc, n := range wantDocs {
-				if n > 0 {
-					id, _ := bson.Raw(doc).LookupErr("_id")
-					t.Errorf("%s: %s %v: the online rebuild's document is missing from the offline output", o, coll, id)
+				if !slices.ContainsFunc(wantDocs, func(w bson.Raw) bool { return bytes.Equal(w, doc) }) {
+					t.Errorf("%s: offline wrote %s", coll, doc)
 				}
 			}
+			for _, doc := range wantDocs {
+				if !slices.ContainsFunc(gotDocs, func(g bson.Raw) bool { return bytes.Equal(g, doc) }) {
+					t.Errorf("%s: online left  %s", coll, doc)
+				}
+			}
+			t.FailNow()
 		}
 	}
+	return materialize.Docs{Users: st.Collection(materialize.CollUser), Problems: st.Collection(materialize.CollProblem),
+		Homeworks: st.Collection(materialize.CollHomework), Submissions: st.Collection(materialize.CollSubmission)}
 }
 
 // TestRunSameAsOnlineRebuild: on every derive vector, the offline path

@@ -71,14 +71,7 @@ func TestRunDuplicateIDsAsReference(t *testing.T) {
 		t.Run(fmt.Sprintf("seed%d", s), func(t *testing.T) {
 			root := t.TempDir()
 			in, out := filepath.Join(root, "in"), filepath.Join(root, "out")
-			if err := dump.Write(in, map[string][]bson.Raw{materialize.CollUser: docs.Users, materialize.CollProblem: docs.Problems,
-				materialize.CollHomework: docs.Homeworks, materialize.CollSubmission: docs.Submissions}); err != nil {
-				t.Fatal(err)
-			}
-			d, err := dump.Resolve(in, "normal-oj")
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := writeTestDump(t, in, docs)
 			if _, err := Run(context.Background(), d, Options{Out: out}); err != nil {
 				t.Fatal(err)
 			}
