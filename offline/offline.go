@@ -1073,12 +1073,14 @@ func (s *state) compare(e *entry, name string, d *materialize.Entry) {
 	hw.drifted = true
 	hw.grow += d.EncodedSize() - len(v.Value)
 	switch {
-	case s.opts.Out == "":
 	case hw.dups:
+		// Kept for a verify too: the patch by key may rewrite several
+		// occurrences, which checkSizes measures by patching.
 		if hw.fix == nil {
 			hw.fix = make(map[entryKey]materialize.Entry)
 		}
 		hw.fix[entryKey{name, pk}] = d.Clone() // d may be the Deriver's (Reuse)
+	case s.opts.Out == "":
 	default:
 		// Encoded into chunks that never grow: no copies, no garbage.
 		n := d.EncodedSize()
@@ -1090,6 +1092,15 @@ func (s *state) compare(e *entry, name string, d *materialize.Entry) {
 		*c = d.AppendBSON(*c)
 		hw.at = append(hw.at, fixAt{elem: e.elem, chunk: uint32(len(s.arena) - 1), off: uint32(off), n: uint32(n)})
 	}
+}
+
+// patchByKey appends homework hw patched by key (materialize.PatchEntries)
+// with its drifted values to dst.
+func (s *state) patchByKey(dst []byte, hw *homework) ([]byte, error) {
+	return materialize.PatchEntries(dst, hw.raw, func(user, pk []byte) (materialize.Entry, bool) {
+		e, ok := hw.fix[entryKey{unsafeString(user), unsafeString(pk)}]
+		return e, ok
+	})
 }
 
 // problemKey returns key, the problem key of an entry of problem index
@@ -1112,7 +1123,20 @@ func (s *state) problemKey(pi uint32, key []byte) string {
 func (s *state) checkSizes() error {
 	var over []Oversized
 	for _, hw := range s.hws {
-		if size := len(hw.raw) + hw.grow; hw.drifted && size > materialize.MaxDocumentSize {
+		if !hw.drifted {
+			continue
+		}
+		size := len(hw.raw) + hw.grow
+		if hw.dups {
+			// grow counts each drifted entry once; the patch by key
+			// rewrites every occurrence of its key.
+			patched, err := s.patchByKey(nil, hw)
+			if err != nil {
+				return err
+			}
+			size = len(patched)
+		}
+		if size > materialize.MaxDocumentSize {
 			over = append(over, Oversized{ID: hw.h.ID, Size: size})
 		}
 	}
@@ -1157,10 +1181,7 @@ func (s *state) writeHomeworks(emit func([]byte) error) error {
 		}
 		var err error
 		if hw.dups {
-			buf, err = materialize.PatchEntries(buf[:0], raw, func(user, pk []byte) (materialize.Entry, bool) {
-				e, ok := hw.fix[entryKey{unsafeString(user), unsafeString(pk)}]
-				return e, ok
-			})
+			buf, err = s.patchByKey(buf[:0], hw)
 		} else {
 			at = at[:0]
 			for _, f := range hw.at {

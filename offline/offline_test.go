@@ -3,6 +3,7 @@ package offline
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/materialize"
@@ -306,4 +308,33 @@ func TestRunDottedProblemKey(t *testing.T) {
 			mtest.Raw("_id", hws[1], "studentStatus", mtest.D("al", mtest.D("1.0", stale), "b.o", mtest.D("1", stale, "2.5", stale))),
 		},
 	})
+}
+
+// TestVerifyTooLargeAfterDuplicatePatch: in a homework with two
+// studentStatus documents, the patch by key rewrites the entries of both,
+// so a verify must measure the patched document (about 21 MiB here), not
+// count each drifted entry once (about 13 MiB).
+func TestVerifyTooLargeAfterDuplicatePatch(t *testing.T) {
+	// 200,000 entries whose stored value is an int32: each becomes the
+	// start value {score: 0, problemStatus: null, submissionIds: []}.
+	uidx, user := bsoncore.AppendDocumentStart(nil)
+	for i := range 200_000 {
+		user = bsoncore.AppendInt32Element(user, fmt.Sprintf("k%d", i), 7)
+	}
+	user, _ = bsoncore.AppendDocumentEnd(user, uidx)
+	ssidx, ss := bsoncore.AppendDocumentStart(nil)
+	ss = bsoncore.AppendDocumentElement(ss, "al", user)
+	ss, _ = bsoncore.AppendDocumentEnd(ss, ssidx)
+	hidx, hw := bsoncore.AppendDocumentStart(nil)
+	hw = bsoncore.AppendObjectIDElement(hw, "_id", bson.ObjectID{1})
+	hw = bsoncore.AppendDocumentElement(hw, materialize.FieldStudentStatus, ss)
+	hw = bsoncore.AppendDocumentElement(hw, materialize.FieldStudentStatus, ss)
+	hw, _ = bsoncore.AppendDocumentEnd(hw, hidx)
+	d := writeTestDump(t, filepath.Join(t.TempDir(), "in"), materialize.Docs{Homeworks: []bson.Raw{hw}})
+	_, err := Run(context.Background(), d, Options{})
+	var tooLarge *TooLargeError
+	if !errors.As(err, &tooLarge) || len(tooLarge.Homeworks) != 1 || tooLarge.Homeworks[0].Size <= materialize.MaxDocumentSize {
+		t.Fatalf("verify: %v, want a TooLargeError naming the homework", err)
+	}
+	t.Logf("%d-byte homework: %v", len(hw), err)
 }
