@@ -296,13 +296,14 @@ func PatchAt(dst []byte, doc bson.Raw, at []ValueAt) ([]byte, error) {
 		// The nested documents are not checked by checkBytes (Raw.Validate
 		// reads only their lengths): a malformed one is an error, as in
 		// PatchEntries, not a slice out of range or an endless walk.
-		users, err := elementsOf(val)
+		// Their elements are checked by the walk itself.
+		users, err := innerElements(val)
 		if err != nil {
 			return nil, fmt.Errorf("patch homework %s: studentStatus: %w", docID(doc), err)
 		}
 		for off := base; len(users) > 0; {
 			ut, ukey, uval, urest, ok := nextElement(users)
-			if !ok { // elementsOf read it; never, but never loop on it either
+			if !ok {
 				return nil, fmt.Errorf("patch homework %s: studentStatus: bad element", docID(doc))
 			}
 			uel := users[:len(users)-len(urest)]
@@ -313,7 +314,7 @@ func PatchAt(dst []byte, doc bson.Raw, at []ValueAt) ([]byte, error) {
 				pidx := len(out)
 				out = append(out, 0, 0, 0, 0)
 				poff := off + len(ukey) + 2 + 4
-				probs, err := elementsOf(uval)
+				probs, err := innerElements(uval)
 				if err != nil {
 					return nil, fmt.Errorf("patch homework %s: studentStatus.%s: %w", docID(doc), ukey, err)
 				}
@@ -349,6 +350,17 @@ func PatchAt(dst []byte, doc bson.Raw, at []ValueAt) ([]byte, error) {
 		return nil, fmt.Errorf("patch homework %s: offset %d is not an entry of studentStatus (or offsets not sorted)", docID(doc), at[0].Elem)
 	}
 	return bsoncore.AppendDocumentEnd(out, int32(idx))
+}
+
+// innerElements returns the element bytes of v, a document value as
+// nextElement returns it (its declared length is len(v)): the walk over
+// them checks each element itself (nextElement's ok), so only the frame
+// is checked here, in place of elementsOf's second pass.
+func innerElements(v []byte) ([]byte, error) {
+	if len(v) < 5 || v[len(v)-1] != 0 {
+		return nil, fmt.Errorf("bad document length")
+	}
+	return v[4 : len(v)-1], nil
 }
 
 // putLength writes n as a BSON length at b[0:4].
