@@ -23,8 +23,9 @@ func AppendPatchedUser(dst []byte, doc bson.Raw, st UserStats) ([]byte, error) {
 	if err := checkBytes(doc); err != nil {
 		return nil, fmt.Errorf("patch user: %w", err)
 	}
-	fields := [...]string{FieldSubmission, FieldACSubmission, FieldACProblemIDs}
-	var seen [len(fields)]bool
+	// The derived fields by index: FieldSubmission, FieldACSubmission,
+	// FieldACProblemIDs, appended in that order when missing.
+	var seen [3]bool
 	// appendField appends field i with its value in st, encoded as
 	// UserStats.Fields holds it (intBSON for the counts).
 	appendField := func(out []byte, i int) []byte {
@@ -50,8 +51,8 @@ func AppendPatchedUser(dst []byte, doc bson.Raw, st UserStats) ([]byte, error) {
 		rem = rest
 		// The first element of a derived field is replaced, as $set
 		// does; a later duplicate is copied.
-		// A switch on string(key) does not allocate; slices.Index(fields,
-		// string(key)) did for a key over 32 bytes.
+		// A switch on string(key) does not allocate (slices.Index of the
+		// names did for a key over 32 bytes).
 		i := -1
 		switch string(key) {
 		case FieldSubmission:
@@ -68,7 +69,7 @@ func AppendPatchedUser(dst []byte, doc bson.Raw, st UserStats) ([]byte, error) {
 		}
 		out = append(out, el...)
 	}
-	for i := range fields {
+	for i := range seen {
 		if !seen[i] {
 			out = appendField(out, i)
 		}

@@ -259,14 +259,13 @@ type homework struct {
 	// entries are its studentStatus entries: entries[first:end] of the
 	// state (dead once a later document with its _id replaces it).
 	first, end uint32
-	// The derived values of drifted entries (kept only when writing an
-	// output): by offset, encoded (enc[at.off:at.off+at.n]), patched with
+	// The derived values of drifted entries: by offset, encoded in the
+	// state's arena (kept only when writing an output), patched with
 	// materialize.PatchAt; or, in a homework whose entries are not each
 	// named once (dups), by (user, problem key), patched with
 	// materialize.PatchEntries, which replaces every occurrence of a key
-	// as the online rebuild does.
+	// as the online rebuild does (kept for a verify too: checkSizes).
 	at      []fixAt
-	enc     []byte
 	fix     map[entryKey]materialize.Entry
 	dups    bool
 	drifted bool
