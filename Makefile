@@ -47,7 +47,7 @@ REQUIRE_PROMTOOL ?=
 
 export CGO_ENABLED := 1
 
-.PHONY: help build test test-integration lint vet staticcheck fuzz bench bench-integration \
+.PHONY: help build test test-integration lint vet staticcheck tidy-check fuzz bench bench-integration \
         up down logs docker-build compose-config clean mutate bench-offline
 
 help: ## List the targets
@@ -73,7 +73,10 @@ test-integration: ## Integration tests: need MATERIALIZER_TEST_MONGODB_URI (a re
 	MATERIALIZER_TEST_MONGODB_URI="$${MATERIALIZER_TEST_MONGODB_URI:-}" \
 	  $(GO) test -count=1 -timeout 30m -v -run Integration $(PKGS)
 
-lint: vet staticcheck ## go vet + staticcheck (pinned)
+lint: vet staticcheck tidy-check ## go vet + staticcheck (pinned) + go mod tidy -diff
+
+tidy-check: ## Fail when go.mod/go.sum are not tidy (go mod tidy -diff prints what tidy would change)
+	$(GO) mod tidy -diff
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
