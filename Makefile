@@ -47,7 +47,7 @@ REQUIRE_PROMTOOL ?=
 
 export CGO_ENABLED := 1
 
-.PHONY: help build test test-integration lint vet staticcheck tidy-check fuzz bench bench-integration \
+.PHONY: help build test test-integration test-monitoring lint vet staticcheck tidy-check fuzz bench bench-integration \
         up down logs docker-build compose-config clean mutate bench-offline
 
 help: ## List the targets
@@ -75,14 +75,23 @@ test-integration: ## Integration tests: need MATERIALIZER_TEST_MONGODB_URI (a re
 
 lint: vet staticcheck tidy-check ## go vet + staticcheck (pinned) + go mod tidy -diff
 
-tidy-check: ## Fail when go.mod/go.sum are not tidy (go mod tidy -diff prints what tidy would change)
-	$(GO) mod tidy -diff
+# Nested modules: test-only code whose dependencies stay out of the daemon's
+# module graph and out of `make test` (hashicorp/raft keeps its fuzzy tests so).
+MODULES     := . deploy/monitoring
 
-vet: ## go vet
+tidy-check: ## Fail when a go.mod/go.sum (root and nested modules) is not tidy: go mod tidy -diff prints what tidy would change
+	@for m in $(MODULES); do echo "go mod tidy -diff ($$m)"; (cd $$m && $(GO) mod tidy -diff) || exit 1; done
+
+test-monitoring: ## The monitoring kit's PromQL checks (module deploy/monitoring: github.com/prometheus/prometheus's parser); CI runs it
+	cd deploy/monitoring && $(GO) test -count=1 $(TESTFLAGS) ./...
+
+vet: ## go vet (root module and deploy/monitoring)
 	$(GO) vet $(PKGS)
+	cd deploy/monitoring && $(GO) vet ./...
 
 staticcheck: ## staticcheck (honnef.co/go/tools, pinned by STATICCHECK_VERSION), fetched through the module proxy
 	$(STATICCHECK) $(PKGS)
+	cd deploy/monitoring && $(STATICCHECK) ./...
 
 fuzz: ## Fuzz the penalty evaluator for FUZZTIME (default 2m)
 	$(GO) test -run '^$$' -fuzz '^$(FUZZ)$$' -fuzztime $(FUZZTIME) $(FUZZPKG)
