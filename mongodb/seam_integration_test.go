@@ -77,7 +77,7 @@ func TestIntegrationEnsureIndexesNoMaxTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	var built []string
-	if err := ensureIndexes(ctx, driverIndexes{mdb}, func(ix IndexBuild) { built = append(built, ix.Name) }); err != nil {
+	if err := ensureIndexes(ctx, driverIndexes{db: mdb}, func(ix IndexBuild) { built = append(built, ix.Name) }, 0); err != nil {
 		t.Fatal(err)
 	}
 	if len(built) != len(indexes) {
@@ -96,7 +96,7 @@ func TestIntegrationEnsureIndexesNoMaxTime(t *testing.T) {
 		t.Error("no listIndexes before building")
 	}
 	built = nil
-	if err := ensureIndexes(ctx, driverIndexes{mdb}, func(ix IndexBuild) { built = append(built, ix.Name) }); err != nil {
+	if err := ensureIndexes(ctx, driverIndexes{db: mdb}, func(ix IndexBuild) { built = append(built, ix.Name) }, 0); err != nil {
 		t.Fatal(err)
 	}
 	if built != nil || len(log.named("createIndexes")) != len(indexes) {
