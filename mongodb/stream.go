@@ -47,7 +47,28 @@ func streamFail(ctx context.Context, db, op string, err error) error {
 	if ctx.Err() != nil {
 		return watch.WithClass(watch.Cancelled, fmt.Errorf("%s: %w", op, err))
 	}
-	return fail(db, streamNeeds, op, err)
+	return legacySentinel(fail(db, streamNeeds, op, err))
+}
+
+// legacySentinel adds to a classified stream error the sentinel the
+// engine tested before the fault policy read classes (errors.Is with
+// watch.ErrTransient, ErrHistoryLost, ErrResumeImpossible), so an engine
+// that still does keeps retrying, rebuilding or exiting as before. The
+// class stays the outermost mark, which watch.ClassOf reads. Remove once
+// no engine tests the sentinels.
+func legacySentinel(err error) error {
+	var s error
+	switch c := watch.ClassOf(err); c {
+	case watch.Transient, watch.Overloaded:
+		s = watch.ErrTransient
+	case watch.HistoryLost:
+		s = watch.ErrHistoryLost
+	case watch.ResumeImpossible:
+		s = watch.ErrResumeImpossible
+	default:
+		return err
+	}
+	return watch.WithClass(watch.ClassOf(err), fmt.Errorf("%w: %w", err, s))
 }
 
 // streamOptions returns the change stream options for cfg and at.
@@ -106,7 +127,7 @@ func (s *Stream) Next(ctx context.Context) (watch.Event, bool, error) {
 		return watch.Event{}, false, streamFail(ctx, s.db, "change stream", err)
 	}
 	if s.cs.ID() == 0 {
-		return watch.Event{}, false, watch.WithClass(watch.Transient, errors.New("change stream closed by the server (invalidated)"))
+		return watch.Event{}, false, legacySentinel(watch.WithClass(watch.Transient, errors.New("change stream closed by the server (invalidated)")))
 	}
 	return watch.Event{}, false, nil
 }
