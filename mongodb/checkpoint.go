@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/normal-oj/noj-materializer/resume"
+	"github.com/normal-oj/noj-materializer/watch"
 )
 
 // The lease and the checkpoint live in ONE document of
@@ -78,7 +79,7 @@ func saveCheckpointWrite(cp resume.Checkpoint) (filter, update bson.D, upsert bo
 // stream start there could never be resumed from.
 func (d *DB) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error {
 	if d.standalone {
-		return fmt.Errorf("save checkpoint: %w", ErrStandalone)
+		return watch.WithClass(watch.NotPrimary, fmt.Errorf("save checkpoint: %w", ErrStandalone))
 	}
 	filter, update, upsert := saveCheckpointWrite(cp)
 	wctx, cancel := d.writeCtx(ctx)
