@@ -2,6 +2,7 @@ package mongodb
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -32,6 +33,23 @@ func (c *writeClock) load() bson.Timestamp {
 	return c.t
 }
 
+// majorityAcknowledged reports whether a write's err (nil, or a write
+// exception with write errors only) means the server applied it with the
+// majority write concern.
+func majorityAcknowledged(err error) bool {
+	var we mongo.WriteException
+	var bwe mongo.BulkWriteException
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &bwe):
+		return bwe.WriteConcernError == nil
+	case errors.As(err, &we):
+		return we.WriteConcernError == nil
+	}
+	return false
+}
+
 // writeSession runs write in an explicit session on d's client, so the
 // response's operationTime is known (the driver advances the session's
 // operation time from every response, before handling its error:
@@ -48,7 +66,11 @@ func (d *DB) writeSession(ctx context.Context, write func(context.Context) error
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
 	err = write(mongo.NewSessionContext(ctx, sess))
-	if t := sess.OperationTime(); t != nil {
+	// Only a write the majority acknowledged (per-write errors aside): the
+	// operationTime of a failed command, or of a write concern error, may
+	// belong to a write that is rolled back, a time a new primary reaches
+	// only later, and reads after it would wait for nothing.
+	if t := sess.OperationTime(); t != nil && majorityAcknowledged(err) {
 		d.written.advance(*t)
 	}
 	return err

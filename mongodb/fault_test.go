@@ -367,8 +367,19 @@ func TestClusterTimeThroughMongos(t *testing.T) {
 	if _, err := cmds[0].cmd.LookupErr("pipeline", "0", "$changeStream"); err != nil {
 		t.Errorf("first command %s has no $changeStream stage", cmds[0].cmd)
 	}
-	if bs, _ := cmds[0].cmd.Lookup("cursor", "batchSize").AsInt64OK(); bs != 0 {
+	if bs, ok := cmds[0].cmd.Lookup("cursor", "batchSize").AsInt64OK(); !ok || bs != 0 {
 		t.Errorf("aggregate %s: want cursor.batchSize 0 (an empty first batch carries the postBatchResumeToken)", cmds[0].cmd)
+	}
+	// The scan that follows reads causally after the hand-off time, so a
+	// lagging shard answers only once it has committed every write up to it.
+	md.AddResponses(emptyCursor("normal-oj.user"))
+	if _, _, err := d.AllUsers(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cmds = sent()
+	after := cmds[len(cmds)-1].cmd.Lookup("readConcern", "afterClusterTime")
+	if tt, ti, _ := after.TimestampOK(); (bson.Timestamp{T: tt, I: ti}) != mark {
+		t.Errorf("scan after the hand-off: afterClusterTime %v, want %v", after, mark)
 	}
 }
 

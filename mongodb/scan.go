@@ -24,6 +24,11 @@ import (
 // sorts, spilling to disk (allowDiskUse). Undecodable submissions go to
 // bad; an error from fn stops the scan and is returned.
 func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission) error, bad func(*materialize.DecodeError)) error {
+	ctx, end, err := causalCtx(d.afterHandoff(ctx), d.submissions, d.written.load())
+	if err != nil {
+		return fail(d.cfg.Database, needs(d.submissions.Name(), "find"), "scan submissions", err)
+	}
+	defer end()
 	hinted, err := hasIndex(ctx, d.submissions, scanIndexName)
 	if err != nil {
 		return fail(d.cfg.Database, needs(d.submissions.Name(), "listIndexes"), "scan submissions", err)
@@ -84,7 +89,7 @@ func hasIndex(ctx context.Context, coll *mongo.Collection, name string) (bool, e
 func (d *DB) AllProblems(ctx context.Context) ([]*materialize.Problem, []*materialize.DecodeError, error) {
 	var out []*materialize.Problem
 	var bad []*materialize.DecodeError
-	err := d.find(ctx, d.problems, bson.D{}, options.Find().SetProjection(problemProjection), func(raw bson.Raw) error {
+	err := d.find(d.afterHandoff(ctx), d.problems, bson.D{}, options.Find().SetProjection(problemProjection), func(raw bson.Raw) error {
 		p, err := materialize.DecodeProblem(raw)
 		if err != nil {
 			bad = append(bad, decodeError(materialize.CollProblem, raw, err))
@@ -105,7 +110,7 @@ func (d *DB) AllProblems(ctx context.Context) ([]*materialize.Problem, []*materi
 func (d *DB) AllHomeworks(ctx context.Context) ([]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
 	var out []*watch.HomeworkDoc
 	var bad []*materialize.DecodeError
-	err := d.readHomeworks(ctx, nil, nil,
+	err := d.readHomeworks(d.afterHandoff(ctx), nil, nil,
 		func(h *watch.HomeworkDoc) { out = append(out, h) },
 		func(e *materialize.DecodeError) { bad = append(bad, e) })
 	if err != nil {
@@ -119,7 +124,7 @@ func (d *DB) AllHomeworks(ctx context.Context) ([]*watch.HomeworkDoc, []*materia
 func (d *DB) AllUsers(ctx context.Context) (map[string]watch.StoredUser, []*materialize.DecodeError, error) {
 	out := make(map[string]watch.StoredUser)
 	var bad []*materialize.DecodeError
-	err := d.find(ctx, d.users, bson.D{}, options.Find().SetProjection(userProjection), func(raw bson.Raw) error {
+	err := d.find(d.afterHandoff(ctx), d.users, bson.D{}, options.Find().SetProjection(userProjection), func(raw bson.Raw) error {
 		name, err := materialize.DecodeUserID(raw)
 		if err != nil {
 			bad = append(bad, decodeError(materialize.CollUser, raw, err))
@@ -160,7 +165,11 @@ func (d *DB) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 		return bson.Timestamp{}, nil
 	}
 	if d.sharded {
-		return d.streamClusterTime(ctx)
+		ts, err := d.streamClusterTime(ctx)
+		if err == nil {
+			d.handoff.advance(ts)
+		}
+		return ts, err
 	}
 	raw, err := d.db.RunCommand(ctx, clusterTimeCommand(d.state.Name())).Raw()
 	if err != nil {
@@ -171,6 +180,24 @@ func (d *DB) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 		return bson.Timestamp{}, watch.WithClass(watch.Fatal, fmt.Errorf("cluster time: %w", err))
 	}
 	return ts, nil
+}
+
+// afterHandoff returns ctx for a scan's read: through a mongos, causally
+// after the last hand-off time ClusterTime returned (watch.WithReadAfter,
+// which causalCtx turns into afterClusterTime), unless ctx already reads
+// after a time. A shard's majority read then waits until its committed
+// snapshot includes that time, so the scan sees every write of every
+// shard at or before the hand-off, whichever shard lags. On a replica set
+// ClusterTime is the majority commit point itself: nothing to wait for.
+func (d *DB) afterHandoff(ctx context.Context) context.Context {
+	t := d.handoff.load()
+	if !d.sharded || t.IsZero() {
+		return ctx
+	}
+	if _, ok := watch.ReadAfter(ctx); ok {
+		return ctx
+	}
+	return watch.WithReadAfter(ctx, t)
 }
 
 // streamClusterTime opens a change stream on the database with an empty
