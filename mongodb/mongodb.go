@@ -220,10 +220,11 @@ func isMongos(hello bson.Raw) bool {
 // commands go to the client's read preference, primary, so without
 // directConnection the driver routes hello to the primary; with
 // directConnection=true the topology is Single, the driver sends every
-// command to that one server whatever the read preference
-// (x/mongo/driver/topology/fsm.go applyToSingle; the server selector of a
-// Single topology returns its server), and on a secondary every write,
-// the lease's findAndModify first, would fail NotWritablePrimary forever.
+// command to that one server whatever the read preference, and marks it
+// primaryPreferred so a secondary answers reads
+// (x/mongo/driver/operation.go:1910-1911), and on a secondary every
+// write, the lease's findAndModify first, would fail NotWritablePrimary
+// forever.
 func checkWritable(hello bson.Raw) error {
 	for _, k := range []string{"isWritablePrimary", "ismaster"} {
 		if w, ok := hello.Lookup(k).BooleanOK(); ok {
