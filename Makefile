@@ -47,7 +47,7 @@ REQUIRE_PROMTOOL ?=
 
 export CGO_ENABLED := 1
 
-.PHONY: help build test test-integration test-monitoring lint vet staticcheck tidy-check fuzz bench bench-integration \
+.PHONY: help build test test-integration test-monitoring lint vet staticcheck tidy-check deps-check fuzz bench bench-integration \
         up down logs docker-build compose-config clean mutate bench-offline
 
 help: ## List the targets
@@ -76,7 +76,7 @@ test-integration: ## Integration tests: need MATERIALIZER_TEST_MONGODB_URI (a re
 	MATERIALIZER_TEST_MONGODB_URI="$${MATERIALIZER_TEST_MONGODB_URI:-}" \
 	  $(GO) test -tags integration -count=1 -timeout 30m -v -run Integration $(PKGS)
 
-lint: vet staticcheck tidy-check ## go vet + staticcheck (pinned) + go mod tidy -diff
+lint: vet staticcheck tidy-check deps-check ## go vet + staticcheck (pinned) + go mod tidy -diff + deps-check
 
 # Nested modules: test-only code whose dependencies stay out of the daemon's
 # module graph and out of `make test` (hashicorp/raft keeps its fuzzy tests so).
@@ -84,6 +84,16 @@ MODULES     := . deploy/monitoring
 
 tidy-check: ## Fail when a go.mod/go.sum (root and nested modules) is not tidy: go mod tidy -diff prints what tidy would change
 	@for m in $(MODULES); do echo "go mod tidy -diff ($$m)"; (cd $$m && $(GO) mod tidy -diff) || exit 1; done
+
+# Packages `make test` must not compile: testcontainers (and its Docker client)
+# only under -tags integration, github.com/prometheus/prometheus only in
+# deploy/monitoring. A new integration test that imports testcontainers
+# directly, without the tag, fails here: use startMongoContainer/startContainer.
+HEAVY_TEST_DEPS := github.com/testcontainers/|github.com/prometheus/prometheus/
+
+deps-check: ## Fail when make test's build links a test-only heavy dependency (HEAVY_TEST_DEPS)
+	@if $(GO) list -deps -test $(PKGS) | grep -E '^($(HEAVY_TEST_DEPS))'; then \
+	  echo "make test links the packages above: keep testcontainers behind -tags integration and PromQL in deploy/monitoring" >&2; exit 1; fi
 
 test-monitoring: ## The monitoring kit's PromQL checks (module deploy/monitoring: github.com/prometheus/prometheus's parser); CI runs it
 	cd deploy/monitoring && $(GO) test -count=1 $(TESTFLAGS) ./...

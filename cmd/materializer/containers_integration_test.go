@@ -19,11 +19,11 @@ import (
 	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
 )
 
-// startMongoContainer starts mongo:7, as the single member of replica set
-// rs0 when replicaSet is set, and returns its connection string and a
+// startMongoContainer starts image (mongo:7, mongo:4.2), as the single
+// member of replica set rs0 when replicaSet is set, and returns its connection string and a
 // function that terminates it (non-nil whenever a container was created,
 // even when err is not nil).
-func startMongoContainer(ctx context.Context, replicaSet bool) (uri string, stop func(), err error) {
+func startMongoContainer(ctx context.Context, image string, replicaSet bool) (uri string, stop func(), err error) {
 	var opts []testcontainers.ContainerCustomizer
 	if replicaSet {
 		opts = append(opts, tcmongo.WithReplicaSet("rs0"))
@@ -34,7 +34,7 @@ func startMongoContainer(ctx context.Context, replicaSet bool) (uri string, stop
 				err = fmt.Errorf("testcontainers panicked: %v", r)
 			}
 		}()
-		return tcmongo.Run(ctx, "mongo:7", opts...)
+		return tcmongo.Run(ctx, image, opts...)
 	}()
 	if c != nil {
 		stop = func() {
@@ -46,7 +46,7 @@ func startMongoContainer(ctx context.Context, replicaSet bool) (uri string, stop
 		}
 	}
 	if err != nil {
-		return "", stop, fmt.Errorf("start a MongoDB container: %w", err)
+		return "", stop, fmt.Errorf("start a MongoDB container (%s): %w", image, err)
 	}
 	uri, err = c.ConnectionString(ctx)
 	if err != nil {

@@ -14,6 +14,6 @@ var errNoContainers = errors.New("built without -tags integration, so without te
 
 func dockerAnswers(time.Duration) error { return errNoContainers }
 
-func startMongoContainer(context.Context, bool) (string, func(), error) {
+func startMongoContainer(context.Context, string, bool) (string, func(), error) {
 	return "", nil, errNoContainers
 }

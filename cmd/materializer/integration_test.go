@@ -76,7 +76,7 @@ func findMongo() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	uri, stop, err := startMongoContainer(ctx, true)
+	uri, stop, err := startMongoContainer(ctx, "mongo:7", true)
 	stopContainer = stop // run by TestMain, even when the container failed to start
 	if err != nil {
 		mongoWhy = err.Error()

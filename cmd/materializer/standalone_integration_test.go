@@ -30,7 +30,7 @@ func standaloneURI(t *testing.T) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	uri, stop, err := startMongoContainer(ctx, false)
+	uri, stop, err := startMongoContainer(ctx, "mongo:7", false)
 	if stop != nil {
 		t.Cleanup(stop)
 	}
