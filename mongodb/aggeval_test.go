@@ -156,6 +156,27 @@ func compare(a, b any) (int, bool) {
 		}
 		return 0, true
 	}
+	if x, ok := a.(bson.D); ok {
+		// Documents compare field by field: name, then value (the
+		// server's BSON order for embedded documents with fields of
+		// comparable types, which is all the tests use).
+		y := b.(bson.D)
+		for i := 0; i < len(x) && i < len(y); i++ {
+			if c := strings.Compare(x[i].Key, y[i].Key); c != 0 {
+				return c, true
+			}
+			if c, ok := compare(x[i].Value, y[i].Value); !ok || c != 0 {
+				return c, ok
+			}
+		}
+		switch {
+		case len(x) < len(y):
+			return -1, true
+		case len(x) > len(y):
+			return 1, true
+		}
+		return 0, true
+	}
 	ab, _ := bson.Marshal(bson.D{{Key: "v", Value: a}})
 	bb, _ := bson.Marshal(bson.D{{Key: "v", Value: b}})
 	return bytes.Compare(ab, bb), true
@@ -225,6 +246,8 @@ func (e evaluator) eval(expr any) any {
 			switch parts[0] {
 			case "ROOT", "CURRENT":
 				base = e.root
+			case "REMOVE":
+				return missing
 			default:
 				v, ok := e.vars[parts[0]]
 				if !ok {
@@ -574,6 +597,10 @@ func addFields(root, doc bson.D, spec bson.D) bson.D {
 func runPipeline(docs []bson.D, pipeline bson.A) []bson.D {
 	for _, st := range pipeline {
 		stage := st.(bson.D)
+		if stage[0].Key == "$group" {
+			docs = group(docs, stage[0].Value.(bson.D))
+			continue
+		}
 		var out []bson.D
 		for _, doc := range docs {
 			switch stage[0].Key {
@@ -716,4 +743,91 @@ func (c *collection) updateOne(filter bson.D, update any, upsert bool) (matched 
 	}
 	c.docs = append(c.docs, applyUpdate(seed, update))
 	return 0, false
+}
+
+// group runs a $group stage with the $sum, $min and $push accumulators:
+// groups in order of first appearance; $sum adds numbers (int32 while it
+// fits) and ignores others, $min ignores null and missing, $push skips
+// missing values.
+func group(docs []bson.D, spec bson.D) []bson.D {
+	type acc struct {
+		key  any
+		vals []any
+	}
+	var groups []*acc
+	for _, doc := range docs {
+		ev := evaluator{root: doc}
+		k := ev.eval(spec[0].Value)
+		if k == missing {
+			k = nil
+		}
+		var g *acc
+		for _, x := range groups {
+			if equal(x.key, k) && typeName(x.key) == typeName(k) {
+				g = x
+			}
+		}
+		if g == nil {
+			g = &acc{key: k, vals: make([]any, len(spec)-1)}
+			for i := range g.vals {
+				g.vals[i] = missing
+			}
+			groups = append(groups, g)
+		}
+		for i, f := range spec[1:] {
+			op := f.Value.(bson.D)[0]
+			v := ev.eval(op.Value)
+			cur := g.vals[i]
+			switch op.Key {
+			case "$sum":
+				var sum int64
+				if cur != missing {
+					n, _ := number(cur)
+					sum = int64(n)
+				}
+				if n, ok := number(v); ok {
+					sum += int64(n)
+				}
+				if sum > math.MaxInt32 || sum < math.MinInt32 {
+					g.vals[i] = sum
+				} else {
+					g.vals[i] = int32(sum)
+				}
+			case "$min":
+				if v == missing || v == nil {
+					if cur == missing {
+						g.vals[i] = nil
+					}
+					continue
+				}
+				if cur == missing || cur == nil {
+					g.vals[i] = v
+				} else if c, ok := compare(v, cur); !ok {
+					panic("$min over values of different types")
+				} else if c < 0 {
+					g.vals[i] = v
+				}
+			case "$push":
+				arr, _ := cur.(bson.A)
+				if cur == missing {
+					arr = bson.A{}
+				}
+				if v != missing {
+					arr = append(arr, v)
+				}
+				g.vals[i] = arr
+			default:
+				panic("unsupported accumulator " + op.Key)
+			}
+		}
+	}
+	out := make([]bson.D, 0, len(groups))
+	for _, g := range groups {
+		d := bson.D{{Key: "_id", Value: g.key}}
+		for i, f := range spec[1:] {
+			d = append(d, bson.E{Key: f.Key, Value: g.vals[i]})
+		}
+		out = append(out, d)
+	}
+	return out
 }
