@@ -48,7 +48,7 @@ REQUIRE_PROMTOOL ?=
 export CGO_ENABLED := 1
 
 .PHONY: help build test test-integration lint vet staticcheck fuzz bench bench-integration \
-        up down logs docker-build compose-config clean mutate bench-offline
+        up down logs docker-build compose-config clean mutate bench-offline bench-online
 
 help: ## List the targets
 	@echo "Usage: make <target> [VAR=value]"
@@ -96,6 +96,16 @@ BENCH_BASE          ?= dc568c2
 bench-offline: build ## verify/rebuild --dump CPU and peak RSS vs a floor reader at 100k/1M/3M submissions (seeds dumps once, ~1.5 GB disk)
 	$(GO) build -o bin/offlinebench ./cmd/offlinebench
 	bin/offlinebench run --dir $(BENCH_OFFLINE_DIR) --sizes $(BENCH_OFFLINE_SIZES) --bin $(BIN) --base $(BENCH_BASE)
+
+# Online benchmark: cost per landing over the in-memory store with a modelled
+# network (BENCH_ONLINE_FLAGS, e.g. --rtt 2ms --history 10,100,1000,10000,100000).
+# The Back-End's own figures come from contrib/normal-oj-backend (issue 19's
+# anchor measurement until its harness is run; see docs/benchmarks.md).
+BENCH_ONLINE_FLAGS ?=
+
+bench-online: ## Online path per landing: round trips, bytes, staleness vs the Back-End's finish_judging (~2 min, no server)
+	$(GO) build -o bin/onlinebench ./cmd/onlinebench
+	bin/onlinebench $(BENCH_ONLINE_FLAGS)
 
 bench-integration: ## End-to-end benchmarks: need MATERIALIZER_TEST_MONGODB_URI (a replica set) or Docker
 	@if [ -z "$${MATERIALIZER_TEST_MONGODB_URI:-}" ]; then \
