@@ -16,6 +16,7 @@ package storecost
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -615,7 +616,7 @@ func (s *Store) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 func (s *Store) LoadCheckpoint(ctx context.Context) (resume.Checkpoint, bool, error) {
 	t := time.Now()
 	cp, ok, err := s.inner.LoadCheckpoint(ctx)
-	s.charge(call{read: true, rt: 1, docs: 1, bytes: size(bson.D{{Key: "_id", Value: "state"}, {Key: "checkpoint", Value: cp}}), inner: time.Since(t)})
+	s.charge(call{read: true, rt: 1, docs: 1, bytes: size(bson.D{{Key: "_id", Value: "checkpoint"}, {Key: "checkpoint", Value: cp}}), inner: time.Since(t)})
 	return cp, ok, err
 }
 
@@ -624,10 +625,19 @@ func (s *Store) LoadCheckpoint(ctx context.Context) (resume.Checkpoint, bool, er
 // false}}, update {$set: {checkpoint: cp}}), with the token at the size
 // of a MongoDB resume token.
 func CheckpointWriteSize(cp resume.Checkpoint) int64 {
-	cp.Token = nil
-	return size(bson.D{{Key: "_id", Value: "state"}, {Key: "lease", Value: bson.D{{Key: "$exists", Value: false}}}}) +
-		size(bson.D{{Key: "$set", Value: bson.D{{Key: "checkpoint", Value: cp}}}}) + tokenBytes + 6
+	cp.Token = mongoToken
+	return size(bson.D{{Key: "_id", Value: "checkpoint"}, {Key: "lease", Value: bson.D{{Key: "$exists", Value: false}}}}) +
+		size(bson.D{{Key: "$set", Value: bson.D{{Key: "checkpoint", Value: cp}}}})
 }
+
+// mongoToken is a resume token of tokenBytes bytes: {_data: "<hex>"}.
+var mongoToken = func() bson.Raw {
+	b, err := bson.Marshal(bson.D{{Key: "_data", Value: strings.Repeat("8", tokenBytes-17)}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
 
 // SaveCheckpoint implements resume.Store (one update).
 func (s *Store) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error {
