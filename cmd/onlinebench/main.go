@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,6 +82,7 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&o.closedLandings, "closed-landings", 30, "landings of each growth row (one at a time)")
 	fs.StringVar(&o.backend, "backend", "", "JSON figures of the Back-End's finish_judging (contrib/normal-oj-backend/costbench.py); empty: the issue's anchor figures")
 	fs.StringVar(&o.jsonOut, "json", "", "write the rows as JSON to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -93,6 +95,17 @@ func run(args []string, w io.Writer) error {
 	}
 	if o.classes, err = ints(classes); err != nil {
 		return fmt.Errorf("--classes: %w", err)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	be, err := backendFigures(o.backend)
 	if err != nil {
@@ -423,6 +436,22 @@ func printTable(w io.Writer, rows []row, be backend) {
 	fmt.Fprintln(w, "  rt: round trips (each find/aggregate/bulkWrite/update, getMores past 101 documents, one getMore reply per batch of events);")
 	fmt.Fprintln(w, "  docs/KiB rd: documents and BSON bytes returned, change events included (ev KiB); writes/KiB wr: write models and their filter+update BSON;")
 	fmt.Fprintln(w, "  srv KiB: stored bytes the server reads or rewrites to answer (not transferred); p50/p99/max: change event to acknowledged derived write.")
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		if r.Rate == 0 && !strings.HasPrefix(r.Name, "one") {
+			continue
+		}
+		keys := make([]string, 0, len(r.Total.ByCall))
+		for k := range r.Total.ByCall {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, r.per(r.Total.ByCall[k])))
+		}
+		fmt.Fprintf(w, "  %-16s round trips by call: %s\n", r.Name, strings.Join(parts, ", "))
+	}
 	fmt.Fprintln(w)
 	for _, r := range rows {
 		fmt.Fprintf(w, "  %-16s CPU %.0f µs/landing, %.0f KiB allocated/landing (engine, memstore and load generator together)\n",

@@ -16,6 +16,7 @@ package storecost
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -72,6 +73,9 @@ type Counts struct {
 	Inner time.Duration
 	// Model is the time the model charged (sleeps).
 	Model time.Duration
+	// ByCall is the round trips per method of the decorator
+	// ("Submissions", "Apply", "Next" for change events...).
+	ByCall map[string]int64
 }
 
 // Sub returns c - d.
@@ -83,7 +87,31 @@ func (c Counts) Sub(d Counts) Counts {
 		Events: c.Events - d.Events, EventBytes: c.EventBytes - d.EventBytes,
 		ExaminedDocs: c.ExaminedDocs - d.ExaminedDocs, ExaminedBytes: c.ExaminedBytes - d.ExaminedBytes,
 		Inner: c.Inner - d.Inner, Model: c.Model - d.Model,
+		ByCall: subMap(c.ByCall, d.ByCall),
 	}
+}
+
+func subMap(a, b map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(a))
+	for k, v := range a {
+		if v-b[k] != 0 {
+			out[k] = v - b[k]
+		}
+	}
+	return out
+}
+
+// caller names the decorator method that called charge.
+func caller() string {
+	pc, _, _, ok := runtime.Caller(2)
+	if !ok {
+		return "?"
+	}
+	name := runtime.FuncForPC(pc).Name()
+	if i := strings.LastIndex(name, "."); i >= 0 {
+		name = name[i+1:]
+	}
+	return name
 }
 
 // Store decorates a memstore.Store: watch.Store, watch.Feed and
@@ -117,7 +145,12 @@ func New(inner *memstore.Store, model Model) *Store {
 func (s *Store) Counts() Counts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.c
+	c := s.c
+	c.ByCall = make(map[string]int64, len(s.c.ByCall))
+	for k, v := range s.c.ByCall {
+		c.ByCall[k] = v
+	}
+	return c
 }
 
 // call is the cost of one call: its round trips and transfers, and what
@@ -134,7 +167,12 @@ type call struct {
 // charge records c and sleeps the model's time for it.
 func (s *Store) charge(c call) {
 	d := time.Duration(c.rt)*s.model.RTT + time.Duration(c.bytes+c.writeBytes)*s.model.PerByte
+	name := caller()
 	s.mu.Lock()
+	if s.c.ByCall == nil {
+		s.c.ByCall = make(map[string]int64)
+	}
+	s.c.ByCall[name] += c.rt
 	s.c.RoundTrips += c.rt
 	if c.read {
 		s.c.ReadCalls++
