@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -601,6 +602,10 @@ func runPipeline(docs []bson.D, pipeline bson.A) []bson.D {
 			docs = group(docs, stage[0].Value.(bson.D))
 			continue
 		}
+		if stage[0].Key == "$sort" {
+			docs = sortDocs(docs, stage[0].Value.(bson.D))
+			continue
+		}
 		var out []bson.D
 		for _, doc := range docs {
 			switch stage[0].Key {
@@ -829,5 +834,54 @@ func group(docs []bson.D, spec bson.D) []bson.D {
 		}
 		out = append(out, d)
 	}
+	return out
+}
+
+// typeRank is the server's sort order of BSON types (for the types the
+// tests use): missing and null, numbers, strings, documents, arrays,
+// ObjectIds, booleans, dates.
+func typeRank(v any) int {
+	switch typeName(v) {
+	case "missing", "null":
+		return 1
+	case "int", "long", "double":
+		return 2
+	case "string":
+		return 3
+	case "object":
+		return 4
+	case "array":
+		return 5
+	case "objectId":
+		return 7
+	case "bool":
+		return 8
+	case "date":
+		return 9
+	}
+	panic("typeRank of " + typeName(v))
+}
+
+// sortDocs runs a $sort stage (stable, ascending or descending per key).
+func sortDocs(docs []bson.D, spec bson.D) []bson.D {
+	out := append([]bson.D(nil), docs...)
+	sort.SliceStable(out, func(i, j int) bool {
+		for _, k := range spec {
+			a, b := queryPath(out[i], k.Key), queryPath(out[j], k.Key)
+			c := 0
+			if ra, rb := typeRank(a), typeRank(b); ra != rb {
+				c = ra - rb
+			} else if x, ok := compare(a, b); ok {
+				c = x
+			}
+			if n, _ := number(k.Value); n < 0 {
+				c = -c
+			}
+			if c != 0 {
+				return c < 0
+			}
+		}
+		return false
+	})
 	return out
 }

@@ -310,7 +310,12 @@ func recordKeysWrite(id bson.ObjectID, pairs []materialize.Pair) (filter, update
 //
 // $min ignores null and $push skips missing ($$REMOVE) values; documents
 // {t, i} compare field by field, t first, so $min picks the earliest
-// (timestamp, _id).
+// (timestamp, _id), and the $sort on it before the second $group makes
+// order (each AC problem once, by its first AC submission) exactly
+// AC_problem_ids when other is empty. Only a user with documents in other
+// gets first, the (timestamp, _id) of each problem's first AC submission,
+// to merge them with: the common case transfers a few bytes per solved
+// problem.
 func userStatsPipeline(users []string) bson.A {
 	typeIn := func(field string, types ...string) bson.D {
 		ts := make(bson.A, len(types))
@@ -337,6 +342,7 @@ func userStatsPipeline(users []string) bson.A {
 			true))
 	countJudged := bson.D{{Key: "$and", Value: bson.A{plain, judged}}}
 	countAC := bson.D{{Key: "$and", Value: bson.A{plain, judged, eq(score, int32(100))}}}
+	hasOther := bson.D{{Key: "$gt", Value: bson.A{bson.D{{Key: "$size", Value: "$other"}}, int32(0)}}}
 	return bson.A{
 		bson.D{{Key: "$match", Value: bson.D{{Key: "user", Value: inValues(users)}}}},
 		bson.D{{Key: "$group", Value: bson.D{
@@ -347,13 +353,20 @@ func userStatsPipeline(users []string) bson.A {
 				bson.D{{Key: "t", Value: "$timestamp"}, {Key: "i", Value: "$_id"}}, nil)}}},
 			{Key: "other", Value: bson.D{{Key: "$push", Value: cond(plain, "$$REMOVE", "$_id")}}},
 		}}},
+		bson.D{{Key: "$sort", Value: bson.D{{Key: "first", Value: 1}}}},
 		bson.D{{Key: "$group", Value: bson.D{
 			{Key: "_id", Value: "$_id.u"},
 			{Key: "n", Value: bson.D{{Key: "$sum", Value: "$n"}}},
 			{Key: "ac", Value: bson.D{{Key: "$sum", Value: "$ac"}}},
+			{Key: "order", Value: bson.D{{Key: "$push", Value: cond(isType("$first", "object"), "$_id.p", "$$REMOVE")}}},
 			{Key: "first", Value: bson.D{{Key: "$push", Value: cond(isType("$first", "object"),
 				bson.D{{Key: "p", Value: "$_id.p"}, {Key: "f", Value: "$first"}}, "$$REMOVE")}}},
 			{Key: "other", Value: bson.D{{Key: "$push", Value: cond("$_id.ok", "$$REMOVE", "$other")}}},
+		}}},
+		bson.D{{Key: "$project", Value: bson.D{
+			{Key: "n", Value: 1}, {Key: "ac", Value: 1}, {Key: "other", Value: 1},
+			{Key: "order", Value: cond(hasOther, "$$REMOVE", "$order")},
+			{Key: "first", Value: cond(hasOther, "$first", "$$REMOVE")},
 		}}},
 	}
 }

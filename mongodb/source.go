@@ -459,12 +459,13 @@ func (d *DB) UserStats(ctx context.Context, users []string) (map[string]material
 // left to the Go decoder.
 type userStats struct {
 	tally  map[string]*materialize.UserTally
+	exact  map[string]materialize.UserStats // users with nothing in other: the server's result as is
 	others []bson.ObjectID
 	bad    []*materialize.DecodeError
 }
 
 func newUserStats(users []string) *userStats {
-	r := &userStats{tally: make(map[string]*materialize.UserTally, len(users))}
+	r := &userStats{tally: make(map[string]*materialize.UserTally, len(users)), exact: make(map[string]materialize.UserStats)}
 	for _, u := range users {
 		r.tally[u] = new(materialize.UserTally)
 	}
@@ -495,6 +496,23 @@ func (r *userStats) add(raw bson.Raw) error {
 	if !nok || !aok {
 		return fmt.Errorf("user stats of %q: counts are not integers", u)
 	}
+	if order, ok := raw.Lookup("order").ArrayOK(); ok {
+		// Nothing left to the Go decoder: order is AC_problem_ids.
+		vals, err := order.Values()
+		if err != nil {
+			return fmt.Errorf("user stats of %q: unreadable order: %w", u, err)
+		}
+		st := materialize.UserStats{Submission: n, ACSubmission: ac, ACProblemIDs: make([]int64, 0, len(vals))}
+		for _, v := range vals {
+			p, ok := v.AsInt64OK()
+			if !ok {
+				return fmt.Errorf("user stats of %q: AC problem %v is not an integer", u, v)
+			}
+			st.ACProblemIDs = append(st.ACProblemIDs, p)
+		}
+		r.exact[u] = st
+		return nil
+	}
 	t.AddCounted(n, ac)
 	for _, f := range arrayDocs(raw.Lookup("first")) {
 		p, pok := f.Lookup("p").AsInt64OK()
@@ -521,6 +539,10 @@ func (r *userStats) finish(others []materialize.Submission, bad []*materialize.D
 	}
 	out := make(map[string]materialize.UserStats, len(r.tally))
 	for u, t := range r.tally {
+		if st, ok := r.exact[u]; ok {
+			out[u] = st
+			continue
+		}
 		out[u] = t.Stats()
 	}
 	return out, append(r.bad, bad...), nil

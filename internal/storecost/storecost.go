@@ -261,19 +261,24 @@ func (s *Store) Submissions(ctx context.Context, users []string, pairs []materia
 	return subs, bad, err
 }
 
-// UserStats implements watch.Source (an aggregation returning one small
-// document per user; the server examines every submission of the user).
+// UserStats implements watch.Source (the adapter's userStatsPipeline:
+// one small document per user, {_id, n, ac, other: [], order: [AC problem
+// ids]}, as for users whose submissions all have Back-End's types; the
+// server examines every submission of the user).
 func (s *Store) UserStats(ctx context.Context, users []string) (map[string]materialize.UserStats, []*materialize.DecodeError, error) {
 	t := time.Now()
 	out, bad, err := s.inner.UserStats(ctx, users)
 	c := call{read: true}
 	for u, st := range out {
-		ids := make(bson.A, 0, len(st.ACProblemIDs))
-		for _, p := range st.ACProblemIDs {
-			ids = append(ids, bson.D{{Key: "p", Value: p}, {Key: "t", Value: bson.DateTime(0)}, {Key: "i", Value: bson.ObjectID{}}})
+		if st.Submission == 0 && len(st.ACProblemIDs) == 0 {
+			continue // no submission of the user: no group, no document
+		}
+		order := make(bson.A, len(st.ACProblemIDs))
+		for i, p := range st.ACProblemIDs {
+			order[i] = int32(p)
 		}
 		c.docs++
-		c.bytes += size(bson.D{{Key: "_id", Value: u}, {Key: "n", Value: st.Submission}, {Key: "ac", Value: st.ACSubmission}, {Key: "first", Value: ids}, {Key: "other", Value: bson.A{}}})
+		c.bytes += size(bson.D{{Key: "_id", Value: u}, {Key: "n", Value: int32(st.Submission)}, {Key: "ac", Value: int32(st.ACSubmission)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: order}})
 	}
 	want := make(map[string]bool, len(users))
 	for _, u := range users {
