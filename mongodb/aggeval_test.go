@@ -250,8 +250,6 @@ func (e evaluator) eval(expr any) any {
 				return missing
 			case "ROOT", "CURRENT":
 				base = e.root
-			case "REMOVE":
-				return missing
 			default:
 				v, ok := e.vars[parts[0]]
 				if !ok {

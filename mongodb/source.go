@@ -456,7 +456,7 @@ func arrayStrings(v bson.RawValue) []string {
 func (d *DB) UserStats(ctx context.Context, users []string) (map[string]materialize.UserStats, []*materialize.DecodeError, error) {
 	r := newUserStats(users)
 	for chunk := range slices.Chunk(users, queryTerms) {
-		if err := aggregate(ctx, d.submissions, userStatsPipeline(chunk), r.add); err != nil {
+		if err := d.aggregate(ctx, d.submissions, userStatsPipeline(chunk), r.add); err != nil {
 			return nil, nil, fmt.Errorf("read user stats: %w", err)
 		}
 	}
