@@ -50,6 +50,10 @@ const (
 	timeseriesBuckets = "system.buckets."
 )
 
+// ErrNotArchive is the error of reading something that is not a mongodump
+// archive (wrapped with what it starts with).
+var ErrNotArchive = errors.New("not a mongodump archive")
+
 // crcTable is the table of the namespaces' CRC-64: mongodump hashes with
 // crc64.New(crc64.MakeTable(crc64.ECMA)).
 var crcTable = crc64.MakeTable(crc64.ECMA)
@@ -245,17 +249,17 @@ func (a *Archive) readPrelude(p *archiveParser) error {
 	var m [4]byte
 	n, err := io.ReadFull(p.r, m[:])
 	if n == 0 && errors.Is(err, io.EOF) {
-		return p.errorf("empty, not a mongodump archive")
+		return p.errorf("empty, %w", ErrNotArchive)
 	}
 	if err != nil {
-		return p.errorf("not a mongodump archive (%d bytes): %w", n, noEOF(err))
+		return p.errorf("%w (%d bytes): %w", ErrNotArchive, n, noEOF(err))
 	}
 	if binary.LittleEndian.Uint32(m[:]) != archiveMagic {
 		hint := ""
 		if l := binary.LittleEndian.Uint32(m[:]); l >= 5 && l <= maxDocument {
-			hint = " (it starts like a BSON file: give a dump directory as the directory)"
+			hint = " (it looks like a collection's .bson file; a directory dump is read from its directory)"
 		}
-		return p.errorf("not a mongodump archive: it starts with %s, not the archive magic number 6de29981%s", hex.EncodeToString(m[:]), hint)
+		return p.errorf("%w: it starts with %s, not the archive magic number 6de29981%s", ErrNotArchive, hex.EncodeToString(m[:]), hint)
 	}
 	p.off = 4
 	doc, term, err := p.next()

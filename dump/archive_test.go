@@ -467,7 +467,7 @@ func TestArchiveRefused(t *testing.T) {
 			b = b[:len(b)-len(h)-4]
 			return append(slices.Clone(b), append(doc(t, "db", "x", "collection", "y", "EOF", false, "CRC", int64(0), "extra", int32(1)), 0xff, 0xff, 0xff, 0xff)...)
 		}, want: `unknown field "extra"`},
-		{name: "not an archive", raw: func(b []byte) []byte { return doc(t, "_id", int32(1)) }, want: "starts like a BSON file"},
+		{name: "not an archive", raw: func(b []byte) []byte { return doc(t, "_id", int32(1)) }, want: "looks like a collection's .bson file"},
 		{name: "empty", raw: func(b []byte) []byte { return nil }, want: "empty, not a mongodump archive"},
 	}
 	for _, c := range cases {

@@ -60,11 +60,11 @@ error, 2 on a usage error such as an unknown user or problem.`)
 	var src watch.Source
 	var where string
 	if isOffline {
-		d, st, err := loadDump(*dumpDir, cfg.Database)
+		st, from, err := loadOfflineStore(ctx, env, *dumpDir, cfg.Database)
 		if err != nil {
 			return err
 		}
-		src, where = st, "dump "+d.Path
+		src, where = st, from
 	} else {
 		sayConnecting(env.stderr, cfg)
 		cfg.allowStandalone = true // read-only: no change stream needed

@@ -278,8 +278,21 @@ func outFlag(fs *flag.FlagSet, out, instead string) error {
 	return nil
 }
 
-// runOffline verifies a dump (out empty) or writes its corrected copy.
+// runOffline verifies a dump (out empty) or writes its corrected copy: a
+// directory, or an archive in the same format (gzip or not).
 func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out string, maxDiffs int, quiet bool, what string) error {
+	if isArchive(dir) {
+		s, err := openArchive(ctx, env, dir, cfg.Database, out, quiet)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		var write func(context.Context, map[string]dump.Rewrite) error
+		if out != "" {
+			write = s.write
+		}
+		return runOfflineDump(ctx, env, s.a.Dir(), write, out, maxDiffs, quiet, what)
+	}
 	d, err := dump.Resolve(dir, cfg.Database)
 	if err != nil {
 		return &configError{err.Error()}
@@ -292,8 +305,14 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 			return &configError{err.Error()}
 		}
 	}
+	return runOfflineDump(ctx, env, d, nil, out, maxDiffs, quiet, what)
+}
+
+// runOfflineDump runs offline on d and prints the report; write, when
+// set, writes the corrected copy (offline.Options.Write).
+func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write func(context.Context, map[string]dump.Rewrite) error, out string, maxDiffs int, quiet bool, what string) error {
 	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
-	rep, err := offline.Run(ctx, d, offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog})
+	rep, err := offline.Run(ctx, d, offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog, Write: write})
 	prog.Finish()
 	verb := "drifted"
 	switch {
