@@ -34,10 +34,14 @@ corrected copy in the same layout; only the derived fields change, every
 other byte is copied. OUT must be absent or empty and outside DIR; the copy
 is written beside it and renamed into place at the end. A corrected
 homework over MongoDB's 16 MiB limit fails the command (exit 1).
+--dump FILE (- for standard input) reads a mongodump --archive, gzipped or
+not (unpacked into $TMPDIR first); --out OUT then writes the corrected
+archive to the file OUT (absent) in the same format, gzipped if the input
+was, every other namespace and all metadata unchanged.
 Progress goes to stderr every few seconds on long work (--quiet: none).`)
 	dryRun := fs.Bool("dry-run", false, "report what would change; write nothing")
-	dumpDir := fs.String("dump", "", "mongodump directory to read instead of MongoDB")
-	out := fs.String("out", "", "with --dump: directory to write the corrected dump to (must be empty or absent, outside --dump)")
+	dumpDir := fs.String("dump", "", "mongodump directory or archive file (- for standard input) to read instead of MongoDB")
+	out := fs.String("out", "", "with --dump: directory to write the corrected dump to (must be empty or absent, outside --dump); a file for an archive")
 	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
 	quiet := fs.Bool("quiet", false, "no progress reports on stderr")
 	if err := parseFlags(fs, args); err != nil {
@@ -350,7 +354,7 @@ number of drifted users and entries and the first differences. Writes
 nothing. Exit status 1 when anything drifted (or, with --dump, when a
 corrected homework would exceed MongoDB's 16 MiB limit), 0 when clean.
 Progress goes to stderr every few seconds on long work (--quiet: none).`)
-	dumpDir := fs.String("dump", "", "mongodump directory to check instead of MongoDB")
+	dumpDir := fs.String("dump", "", "mongodump directory or archive file (- for standard input) to check instead of MongoDB")
 	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
 	quiet := fs.Bool("quiet", false, "no progress reports on stderr")
 	if err := parseFlags(fs, args); err != nil {
