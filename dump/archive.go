@@ -481,11 +481,12 @@ func (a *Archive) writeError(err error) error {
 }
 
 // createFile creates the empty file of namespace ns, the i-th: the
-// database's collections as <collection>.bson (what Dir reads), any other
-// namespace by its number. A name already taken (two collections a
-// case-insensitive file system confuses) is numbered too.
+// database's source collections as <collection>.bson (what Dir reads),
+// any other namespace by its number, so that no collection name (a "/", a
+// "User" beside "user" on a case-insensitive file system) can be taken for
+// another file.
 func (a *Archive) createFile(ns Namespace, i int) (string, error) {
-	if ns.DB == a.db && plainName(ns.Collection) {
+	if ns.DB == a.db && slices.Contains(Sources, ns.Collection) {
 		p := filepath.Join(a.dbDir(), ns.Collection+".bson")
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
@@ -501,11 +502,6 @@ func (a *Archive) createFile(ns Namespace, i int) (string, error) {
 		return "", err
 	}
 	return p, f.Close()
-}
-
-// plainName reports whether a collection name can be a file name as is.
-func plainName(c string) bool {
-	return c != "" && len(c) <= 200 && c[0] != '.' && !strings.ContainsAny(c, "/\\\x00:")
 }
 
 // checkEnded refuses an archive some namespace of which, or some

@@ -151,7 +151,9 @@ type ArchiveFile struct {
 // CreateArchiveFile starts writing an archive to path, which must not
 // exist. Missing parent directories are created.
 func CreateArchiveFile(path string) (*ArchiveFile, error) {
-	if _, err := os.Lstat(path); err == nil {
+	if st, err := os.Lstat(path); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("write archive %s: is a directory (the corrected copy of an archive is an archive file)", path)
+	} else if err == nil {
 		return nil, fmt.Errorf("write archive %s: exists (refusing to overwrite)", path)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("write archive: %w", err)
