@@ -608,7 +608,9 @@ func TestArchiveKeep(t *testing.T) {
 	ta, _ := interleavedArchive(t)
 	tmp := t.TempDir()
 	a, err := dump.Unpack(context.Background(), bytes.NewReader(ta.bytes(t)), "t", dump.UnpackOptions{Database: "normal-oj", TempDir: tmp,
-		Keep: func(ns dump.Namespace) bool { return ns.DB == "normal-oj" && slices.Contains(dump.Sources, ns.Collection) }})
+		Keep: func(ns dump.Namespace) bool {
+			return ns.DB == "normal-oj" && slices.Contains(dump.Sources, ns.Collection)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,7 +630,9 @@ func TestArchiveKeep(t *testing.T) {
 		}
 	}
 	if _, err := dump.Unpack(context.Background(), bytes.NewReader(ta.bytes(t)), "t", dump.UnpackOptions{Database: "normal-oj", TempDir: tmp,
-		Keep: func(ns dump.Namespace) bool { return ns.DB == "normal-oj" && slices.Contains(dump.Sources, ns.Collection) }}); err == nil || !strings.Contains(err.Error(), "CRC") {
+		Keep: func(ns dump.Namespace) bool {
+			return ns.DB == "normal-oj" && slices.Contains(dump.Sources, ns.Collection)
+		}}); err == nil || !strings.Contains(err.Error(), "CRC") {
 		t.Errorf("CRC mismatch in a discarded namespace: %v", err)
 	}
 	if a.Close() != nil {
