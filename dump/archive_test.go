@@ -555,6 +555,9 @@ func TestArchiveRealMongodump(t *testing.T) {
 	}{
 		{"test.bar.archive", []tns{{"test", "bar"}, {"admin", "system.version"}}},
 		{"dump-w-oplog.archive", []tns{{"test", "foo"}, {"admin", "system.version"}, {"", "oplog"}}},
+		// The prelude lists timeseries_test.foo_ts; its data (and EOF) is
+		// system.buckets.foo_ts's.
+		{"timeseries.archive", []tns{{"timeseries_test", "system.buckets.foo_ts"}, {"admin", "system.views"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
