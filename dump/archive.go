@@ -86,6 +86,8 @@ type Archive struct {
 	metaNS     []Namespace // their namespaces
 	namespaces []*archiveNS
 	byName     map[Namespace]*archiveNS
+	open       map[*archiveNS]*openFile // while unpacking
+	clock      int64                    // counts writer calls, for open
 }
 
 // archiveNS is one namespace of an archive and its unpacked file.
@@ -149,7 +151,11 @@ func Unpack(ctx context.Context, r io.Reader, name string, opts UnpackOptions) (
 	if err := a.readPrelude(p); err != nil {
 		return nil, err
 	}
-	if err := a.readNamespaces(ctx, p, opts.Keep); err != nil {
+	err = a.readNamespaces(ctx, p, opts.Keep)
+	if cerr := a.closeFiles(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -416,6 +422,9 @@ func (a *Archive) readNamespaces(ctx context.Context, p *archiveParser, keep fun
 					h.ns, n.bytes, int64(n.crc), at, int64(h.crc))
 			}
 			n.eof = true
+			if err := a.closeFile(n); err != nil {
+				return err
+			}
 			doc, term, err := p.next()
 			if err != nil {
 				return noEOFAt(p, err)
@@ -432,23 +441,13 @@ func (a *Archive) readNamespaces(ctx context.Context, p *archiveParser, keep fun
 }
 
 // readSegment appends the documents of one segment to n's file.
-func (a *Archive) readSegment(ctx context.Context, p *archiveParser, n *archiveNS) (err error) {
-	w := io.Discard
+func (a *Archive) readSegment(ctx context.Context, p *archiveParser, n *archiveNS) error {
+	w := io.Writer(io.Discard)
 	if n.file != "" {
-		f, err := os.OpenFile(n.file, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			return a.writeError(err)
+		var err error
+		if w, err = a.writer(n); err != nil {
+			return err
 		}
-		bw := bufio.NewWriterSize(f, 256<<10)
-		defer func() {
-			if ferr := bw.Flush(); err == nil && ferr != nil {
-				err = a.writeError(ferr)
-			}
-			if cerr := f.Close(); err == nil && cerr != nil {
-				err = a.writeError(cerr)
-			}
-		}()
-		w = bw
 	}
 	for i := 0; ; i++ {
 		if i%4096 == 4095 {
@@ -469,6 +468,77 @@ func (a *Archive) readSegment(ctx context.Context, p *archiveParser, n *archiveN
 			return a.writeError(err)
 		}
 	}
+}
+
+// maxOpen bounds the namespace files kept open while unpacking: a
+// parallel dump interleaves a few namespaces (mongodump's
+// --numParallelCollections, 4 by default), in segments that may be short.
+const maxOpen = 16
+
+// openFile is the open file of a namespace being unpacked.
+type openFile struct {
+	f    *os.File
+	w    *bufio.Writer
+	used int64 // when it was last written to, for closing the oldest
+}
+
+// writer returns the (buffered) file of namespace n, opening it, and
+// closing the least recently used one beyond maxOpen.
+func (a *Archive) writer(n *archiveNS) (*bufio.Writer, error) {
+	a.clock++
+	if of := a.open[n]; of != nil {
+		of.used = a.clock
+		return of.w, nil
+	}
+	if len(a.open) >= maxOpen {
+		var oldest *archiveNS
+		for m, of := range a.open {
+			if oldest == nil || of.used < a.open[oldest].used {
+				oldest = m
+			}
+		}
+		if err := a.closeFile(oldest); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(n.file, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil, a.writeError(err)
+	}
+	if a.open == nil {
+		a.open = make(map[*archiveNS]*openFile)
+	}
+	of := &openFile{f: f, w: bufio.NewWriterSize(f, 256<<10), used: a.clock}
+	a.open[n] = of
+	return of.w, nil
+}
+
+// closeFile flushes and closes n's file if it is open.
+func (a *Archive) closeFile(n *archiveNS) error {
+	of := a.open[n]
+	if of == nil {
+		return nil
+	}
+	delete(a.open, n)
+	err := of.w.Flush()
+	if cerr := of.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return a.writeError(err)
+	}
+	return nil
+}
+
+// closeFiles flushes and closes every open file.
+func (a *Archive) closeFiles() error {
+	var err error
+	for n := range a.open {
+		if cerr := a.closeFile(n); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 // writeError wraps a failure to write the temporary directory, saying

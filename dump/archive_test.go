@@ -750,3 +750,39 @@ func emptyTemp(t *testing.T, dir string) {
 		t.Errorf("left %s behind", left[0].Name())
 	}
 }
+
+// TestArchiveManyNamespaces: more namespaces interleaved than files kept
+// open while unpacking: each comes back whole and in order.
+func TestArchiveManyNamespaces(t *testing.T) {
+	ta := &testArchive{header: doc(t, "version", "0.1")}
+	want := map[tns][]byte{}
+	const colls, rounds = 40, 3
+	for r := range rounds {
+		for c := range colls {
+			ns := tns{"school", fmt.Sprintf("c%02d", c)}
+			if r == 0 {
+				ta.meta = append(ta.meta, metaDoc(t, ns.db, ns.coll, ""))
+			}
+			d := doc(t, "_id", int32(r), "c", int32(c))
+			want[ns] = append(want[ns], d...)
+			ta.segs = append(ta.segs, tseg{ns: ns, docs: [][]byte{d}})
+		}
+	}
+	for c := range colls {
+		ta.segs = append(ta.segs, tseg{ns: tns{"school", fmt.Sprintf("c%02d", c)}, eof: true})
+	}
+	a := unpack(t, ta.bytes(t))
+	var out bytes.Buffer
+	if err := a.Write(context.Background(), &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := readTestArchive(t, out.Bytes())
+	if len(p.order) != colls {
+		t.Fatalf("%d namespaces, want %d", len(p.order), colls)
+	}
+	for ns, w := range want {
+		if !bytes.Equal(p.data[ns], w) {
+			t.Errorf("%s: %d bytes, want %d", ns, len(p.data[ns]), len(w))
+		}
+	}
+}
