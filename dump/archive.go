@@ -110,6 +110,8 @@ type UnpackOptions struct {
 	// TempDir is where the temporary directory is created (empty: the
 	// system's, $TMPDIR on Unix).
 	TempDir string
+	// Progress, when set, is called with 1 for every document read.
+	Progress func(n int)
 }
 
 // Unpack reads a mongodump archive (gzip-compressed or not: detected by
@@ -151,7 +153,7 @@ func Unpack(ctx context.Context, r io.Reader, name string, opts UnpackOptions) (
 	if err := a.readPrelude(p); err != nil {
 		return nil, err
 	}
-	err = a.readNamespaces(ctx, p, opts.Keep)
+	err = a.readNamespaces(ctx, p, opts.Keep, opts.Progress)
 	if cerr := a.closeFiles(); err == nil {
 		err = cerr
 	}
@@ -382,7 +384,10 @@ func parseNamespaceHeader(doc bson.Raw) (namespaceHeader, error) {
 // readNamespaces demultiplexes the segments after the prelude into one
 // file per namespace, checking each namespace's CRC-64 at its EOF header,
 // then that every namespace (and every collection of the prelude) ended.
-func (a *Archive) readNamespaces(ctx context.Context, p *archiveParser, keep func(Namespace) bool) error {
+func (a *Archive) readNamespaces(ctx context.Context, p *archiveParser, keep func(Namespace) bool, progress func(int)) error {
+	if progress == nil {
+		progress = func(int) {}
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -434,14 +439,14 @@ func (a *Archive) readNamespaces(ctx context.Context, p *archiveParser, keep fun
 			}
 			continue
 		}
-		if err := a.readSegment(ctx, p, n); err != nil {
+		if err := a.readSegment(ctx, p, n, progress); err != nil {
 			return err
 		}
 	}
 }
 
 // readSegment appends the documents of one segment to n's file.
-func (a *Archive) readSegment(ctx context.Context, p *archiveParser, n *archiveNS) error {
+func (a *Archive) readSegment(ctx context.Context, p *archiveParser, n *archiveNS, progress func(int)) error {
 	w := io.Writer(io.Discard)
 	if n.file != "" {
 		var err error
@@ -467,6 +472,7 @@ func (a *Archive) readSegment(ctx context.Context, p *archiveParser, n *archiveN
 		if _, err := w.Write(doc); err != nil {
 			return a.writeError(err)
 		}
+		progress(1)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/memstore"
+	"github.com/normal-oj/noj-materializer/progress"
 )
 
 // isArchive reports whether --dump names a mongodump archive rather than
@@ -54,7 +55,7 @@ func (s *archiveSource) write(ctx context.Context, rewrite map[string]dump.Rewri
 // collections of database. out is created first, so that an existing or
 // unwritable output fails before the archive is read. Its usage errors
 // are configErrors.
-func openArchive(ctx context.Context, env *environment, path, database, out string, quiet bool) (*archiveSource, error) {
+func openArchive(ctx context.Context, env *environment, path, database, out string, quiet bool, what string) (*archiveSource, error) {
 	if out == "-" {
 		return nil, &configError{"--out -: writing the corrected archive to standard output is not supported; give a file"}
 	}
@@ -88,7 +89,9 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 	if !quiet {
 		fmt.Fprintf(env.stderr, "reading archive %s (unpacked into a temporary directory under %s)\n", name, os.TempDir())
 	}
-	a, err := dump.Unpack(ctx, in, name, dump.UnpackOptions{Database: database, Keep: keep})
+	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
+	prog.Phase("unpacking the archive")
+	a, err := dump.Unpack(ctx, in, name, dump.UnpackOptions{Database: database, Keep: keep, Progress: prog.Add})
 	if err != nil {
 		if s.out != nil {
 			s.out.Abort()
@@ -144,7 +147,7 @@ func loadOfflineStore(ctx context.Context, env *environment, path, database stri
 		d, st, err := loadDump(path, database)
 		return st, "dump " + d.Path, err
 	}
-	s, err := openArchive(ctx, env, path, database, "", true)
+	s, err := openArchive(ctx, env, path, database, "", true, "explain")
 	if err != nil {
 		return nil, "", err
 	}

@@ -402,3 +402,37 @@ func TestOfflineArchiveErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestOfflineArchiveProgress: unpacking an archive reports progress
+// (long on a big one), and --quiet keeps stderr empty.
+func TestOfflineArchiveProgress(t *testing.T) {
+	cleanConfigEnv(t)
+	t.Setenv("TMPDIR", t.TempDir())
+	root := t.TempDir()
+	seedDir := filepath.Join(root, "seed")
+	if r := runCLI(t, "seed", "--users", "30", "--problems", "8", "--homeworks", "4", "--submissions", "3000", "--out", seedDir); r.code != exitOK {
+		t.Fatalf("seed\n%v", r)
+	}
+	colls := map[string][]bson.Raw{}
+	for _, c := range []string{materialize.CollUser, materialize.CollProblem, materialize.CollHomework, materialize.CollSubmission} {
+		colls[c] = readBSONFile(t, filepath.Join(seedDir, c+".bson"))
+	}
+	arch, _ := archiveOfDump(t, colls, true)
+	file := filepath.Join(root, "seed.archive.gz")
+	if err := os.WriteFile(file, arch, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) cliResult {
+		var stdout, stderr bytes.Buffer
+		env := &environment{stdout: &stdout, stderr: &stderr, getenv: os.Getenv, progressEvery: time.Nanosecond}
+		code := runMain(context.Background(), env, args)
+		return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	}
+	loud := run("verify", "--dump", file)
+	if !strings.Contains(loud.stderr, "unpacking the archive") || loud.code != exitFail {
+		t.Errorf("no progress while unpacking (or not the seed's drift)\n%v", loud)
+	}
+	if quiet := run("verify", "--dump", file, "--quiet"); quiet.stderr != "" || quiet.stdout != loud.stdout {
+		t.Errorf("--quiet: stderr not empty, or another report\n%v", quiet)
+	}
+}

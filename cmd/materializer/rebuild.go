@@ -286,7 +286,7 @@ func outFlag(fs *flag.FlagSet, out, instead string) error {
 // directory, or an archive in the same format (gzip or not).
 func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out string, maxDiffs int, quiet bool, what string) error {
 	if isArchive(dir) {
-		s, err := openArchive(ctx, env, dir, cfg.Database, out, quiet)
+		s, err := openArchive(ctx, env, dir, cfg.Database, out, quiet, what)
 		if err != nil {
 			return err
 		}
