@@ -101,8 +101,8 @@ type archiveNS struct {
 
 // UnpackOptions control Unpack.
 type UnpackOptions struct {
-	// Database is the database whose collections Dir exposes as
-	// <collection>.bson files.
+	// Database is the database whose source collections (Sources) Dir
+	// exposes as <collection>.bson files.
 	Database string
 	// Keep says which namespaces to keep (nil: all); the others are read
 	// and checked, not stored. An archive Write needs all of them.
@@ -129,7 +129,6 @@ func Unpack(ctx context.Context, r io.Reader, name string, opts UnpackOptions) (
 	defer func() {
 		if err != nil {
 			_ = a.Close()
-			a = nil
 		}
 	}()
 	for _, d := range []string{a.dbDir(), a.otherDir()} {
@@ -138,7 +137,10 @@ func Unpack(ctx context.Context, r io.Reader, name string, opts UnpackOptions) (
 		}
 	}
 	br := bufio.NewReaderSize(r, 1<<20)
-	head, _ := br.Peek(2)
+	head, err := br.Peek(2)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read archive %s: %w", name, err)
+	}
 	in := io.Reader(br)
 	if len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
@@ -180,7 +182,7 @@ func (a *Archive) dbDir() string    { return filepath.Join(a.tmp, "db") }
 func (a *Archive) otherDir() string { return filepath.Join(a.tmp, "other") }
 
 // Dir is the unpacked database (UnpackOptions.Database) as a dump
-// directory: its collections' documents as <collection>.bson files.
+// directory: its source collections as <collection>.bson files.
 func (a *Archive) Dir() Dir {
 	return Dir{Root: a.dbDir(), Path: a.dbDir()}
 }
@@ -214,7 +216,7 @@ func (p *archiveParser) next() (bson.Raw, bool, error) {
 		return nil, false, io.EOF
 	}
 	if err != nil {
-		return nil, false, p.errorf("truncated at byte %d: %w", p.off+int64(n), noEOF(err))
+		return nil, false, p.readError(p.off+int64(n), "", err)
 	}
 	v := binary.LittleEndian.Uint32(l[:])
 	if v == archiveTerminator {
@@ -231,7 +233,7 @@ func (p *archiveParser) next() (bson.Raw, bool, error) {
 	p.buf = p.buf[:size]
 	copy(p.buf, l[:])
 	if m, err := io.ReadFull(p.r, p.buf[4:]); err != nil {
-		return nil, false, p.errorf("truncated at byte %d, in the %d-byte document at byte %d: %w", p.off+4+int64(m), size, p.off, noEOF(err))
+		return nil, false, p.readError(p.off+4+int64(m), fmt.Sprintf(", in the %d-byte document at byte %d", size, p.off), err)
 	}
 	if p.buf[size-1] != 0 {
 		return nil, false, p.errorf("byte %d: the document does not end with a NUL byte", p.off)
@@ -240,11 +242,13 @@ func (p *archiveParser) next() (bson.Raw, bool, error) {
 	return bson.Raw(p.buf), false, nil
 }
 
-func noEOF(err error) error {
-	if errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
+// readError reports a failed read at byte at: the stream cut short, or
+// what the reader (the file, gzip) said.
+func (p *archiveParser) readError(at int64, where string, err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return p.errorf("truncated at byte %d%s: %w", at, where, io.ErrUnexpectedEOF)
 	}
-	return err
+	return p.errorf("byte %d%s: %w", at, where, err)
 }
 
 func (p *archiveParser) errorf(format string, args ...any) error {
@@ -259,8 +263,11 @@ func (a *Archive) readPrelude(p *archiveParser) error {
 	if n == 0 && errors.Is(err, io.EOF) {
 		return p.errorf("empty, %w", ErrNotArchive)
 	}
+	if n == 0 && err != nil {
+		return p.readError(0, "", err) // a gzip stream cut short, a read error
+	}
 	if err != nil {
-		return p.errorf("%w (%d bytes): %w", ErrNotArchive, n, noEOF(err))
+		return p.errorf("%w (%d bytes)", ErrNotArchive, n)
 	}
 	if binary.LittleEndian.Uint32(m[:]) != archiveMagic {
 		hint := ""

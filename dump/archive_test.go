@@ -541,8 +541,12 @@ func TestArchiveTruncated(t *testing.T) {
 	}
 	z := gz(t, b)
 	for _, n := range []int{len(z) - 1, len(z) - 8, len(z) / 2, 10} {
-		checkRefused(t, z[:n], "")
+		checkRefused(t, z[:n], "truncated")
 	}
+	// The gzip trailer's CRC-32 is checked too.
+	z = slices.Clone(z)
+	z[len(z)-6] ^= 1
+	checkRefused(t, z, "checksum")
 }
 
 // TestArchiveRealMongodump reads archives written by a real mongodump
