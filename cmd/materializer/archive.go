@@ -25,6 +25,12 @@ func isArchive(path string) bool {
 	return err == nil && !st.IsDir()
 }
 
+// archiveName reports whether out is named like an archive file (.archive,
+// .gz), which the corrected copy of a directory dump cannot be.
+func archiveName(out string) bool {
+	return strings.HasSuffix(out, ".archive") || strings.HasSuffix(out, ".gz")
+}
+
 // archiveSource is an archive unpacked for an offline command, and, for a
 // rebuild with an output, the archive file being written.
 type archiveSource struct {

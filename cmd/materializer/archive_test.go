@@ -360,6 +360,8 @@ func TestOfflineArchiveErrors(t *testing.T) {
 	corrupt := slices.Clone(good)
 	corrupt[len(corrupt)-10] ^= 1 // in the last EOF header's CRC
 	existing := write("exists.archive", []byte("keep me"))
+	dir := filepath.Join(root, "dir")
+	writeDump(t, dir, v.DB, nil)
 
 	cases := []struct {
 		name string
@@ -374,6 +376,7 @@ func TestOfflineArchiveErrors(t *testing.T) {
 		{"out exists", []string{"rebuild", "--dump", goodFile, "--out", existing}, exitConfig, "exists"},
 		{"out is the input", []string{"rebuild", "--dump", goodFile, "--out", goodFile}, exitConfig, "exists"},
 		{"out is stdout", []string{"rebuild", "--dump", goodFile, "--out", "-"}, exitConfig, "standard output"},
+		{"archive out for a directory", []string{"rebuild", "--dump", dir, "--out", filepath.Join(root, "o2.archive")}, exitConfig, "is a directory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -390,7 +393,7 @@ func TestOfflineArchiveErrors(t *testing.T) {
 	if b, _ := os.ReadFile(existing); string(b) != "keep me" {
 		t.Errorf("the existing output became %q", b)
 	}
-	for _, f := range []string{"o1.archive"} {
+	for _, f := range []string{"o1.archive", "o2.archive"} {
 		if _, err := os.Stat(filepath.Join(root, f)); err == nil {
 			t.Errorf("%s written by a failed rebuild", f)
 		}

@@ -297,6 +297,9 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 		}
 		return runOfflineDump(ctx, env, s.a.Dir(), write, out, maxDiffs, quiet, what)
 	}
+	if archiveName(out) {
+		return &configError{fmt.Sprintf("--out %s: the corrected copy of a dump directory is a directory (only an archive's is an archive); give a directory", out)}
+	}
 	d, err := dump.Resolve(dir, cfg.Database)
 	if err != nil {
 		return &configError{err.Error()}
