@@ -439,3 +439,51 @@ func TestOfflineArchiveProgress(t *testing.T) {
 		t.Errorf("--quiet: stderr not empty, or another report\n%v", quiet)
 	}
 }
+
+// TestOperationsArchiveRestore runs the materializer steps of
+// docs/operations.md's restore from the backup's archive (mongodump and
+// mongorestore need a server; the archive is built here): the rebuild
+// writes the corrected archive, and its verify exits 0 as the comment says.
+func TestOperationsArchiveRestore(t *testing.T) {
+	cleanConfigEnv(t)
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "With the archive of [Before anything: a backup]")
+	if !ok {
+		t.Fatal("docs/operations.md: no restore from the backup's archive")
+	}
+	_, block, _ := strings.Cut(rest, "```sh\n")
+	block, _, _ = strings.Cut(block, "```")
+	v, _ := driftiestVector(t)
+	arch, _ := archiveOfDump(t, dumpColls(v.DB, otherCollections()), false)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("TMPDIR", t.TempDir())
+	if err := os.WriteFile("normal-oj-before-upgrade.archive", arch, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for _, line := range strings.Split(block, "\n") {
+		if !strings.HasPrefix(line, "materializer ") {
+			continue
+		}
+		cmd, comment, _ := strings.Cut(line, "#")
+		want := exitOK
+		if strings.Contains(comment, "exit 1") {
+			want = exitFail
+		}
+		r := runCLI(t, strings.Fields(cmd)[1:]...)
+		if r.code != want {
+			t.Errorf("%s: want exit %d\n%v", cmd, want, r)
+		}
+		ran++
+	}
+	if ran != 2 {
+		t.Errorf("ran %d materializer commands of the procedure, want 2 (rebuild, verify)", ran)
+	}
+	if _, err := os.Stat("fixed.archive"); err != nil {
+		t.Errorf("the procedure's rebuild wrote no fixed.archive: %v", err)
+	}
+}
