@@ -112,6 +112,10 @@ type UnpackOptions struct {
 	TempDir string
 	// Progress, when set, is called with 1 for every document read.
 	Progress func(n int)
+	// Prelude, when set, is called with the collections the archive's
+	// prelude lists, before any document is read; its error stops Unpack
+	// (returned as is).
+	Prelude func(collections []Namespace) error
 }
 
 // Unpack reads a mongodump archive (gzip-compressed or not: detected by
@@ -154,6 +158,11 @@ func Unpack(ctx context.Context, r io.Reader, name string, opts UnpackOptions) (
 	p := &archiveParser{r: in, name: name}
 	if err := a.readPrelude(p); err != nil {
 		return nil, err
+	}
+	if opts.Prelude != nil {
+		if err := opts.Prelude(slices.Clone(a.metaNS)); err != nil {
+			return nil, err
+		}
 	}
 	err = a.readNamespaces(ctx, p, opts.Keep, opts.Progress)
 	if cerr := a.closeFiles(); err == nil {

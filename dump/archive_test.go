@@ -790,3 +790,23 @@ func TestArchiveManyNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// TestArchivePrelude: the prelude's collections are handed over before
+// any document is read (a refusal there does not wait for the data).
+func TestArchivePrelude(t *testing.T) {
+	ta, _ := interleavedArchive(t)
+	b := ta.bytes(t)
+	cut := b[:bytes.Index(b, []byte{0xff, 0xff, 0xff, 0xff})+4+10] // the data cut short
+	stop := errors.New("stop")
+	var got []dump.Namespace
+	tmp := t.TempDir()
+	_, err := dump.Unpack(context.Background(), bytes.NewReader(cut), "t", dump.UnpackOptions{Database: "normal-oj", TempDir: tmp,
+		Prelude: func(c []dump.Namespace) error { got = c; return stop }})
+	if !errors.Is(err, stop) {
+		t.Fatalf("Unpack = %v, want the Prelude's error", err)
+	}
+	if len(got) != len(ta.meta) || got[0] != (dump.Namespace{DB: "normal-oj", Collection: "submission"}) || got[len(got)-1] != (dump.Namespace{Collection: "oplog"}) {
+		t.Errorf("Prelude got %v", got)
+	}
+	emptyTemp(t, tmp)
+}

@@ -366,7 +366,8 @@ func (s *state) underived() uint32 { return uint32(len(s.problemIDs)) }
 
 // Run verifies dump d (Options.Out empty) or writes its corrected copy to
 // Options.Out: into a temporary sibling directory first, renamed into place
-// at the end, so a failed run leaves nothing that blocks a retry. The
+// at the end, so a failed run leaves nothing that blocks a retry (or
+// through Options.Write). The
 // report counts what drifted; the error is a *TooLargeError when a
 // corrected homework would exceed 16 MiB (the report is returned too), or
 // a read or write error.

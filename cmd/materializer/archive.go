@@ -97,7 +97,8 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 	}
 	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
 	prog.Phase("unpacking the archive")
-	a, err := dump.Unpack(ctx, in, name, dump.UnpackOptions{Database: database, Keep: keep, Progress: prog.Add})
+	a, err := dump.Unpack(ctx, in, name, dump.UnpackOptions{Database: database, Keep: keep, Progress: prog.Add,
+		Prelude: func(colls []dump.Namespace) error { return checkArchiveComplete(name, colls, database) }})
 	if err != nil {
 		if s.out != nil {
 			s.out.Abort()
@@ -108,20 +109,23 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 		return nil, err
 	}
 	s.a = a
-	if err := checkArchiveComplete(a, database); err != nil {
+	// The prelude listed them all; a data namespace missing would not
+	// have ended (Unpack refuses that), but check what was read.
+	if err := checkArchiveComplete(name, a.Namespaces(), database); err != nil {
 		s.close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// checkArchiveComplete refuses an archive missing one of the four source
-// collections of database (a missing one would read as empty and verify
-// as clean), naming the archive's databases when it has none of them.
-func checkArchiveComplete(a *dump.Archive, database string) error {
+// checkArchiveComplete refuses an archive whose collections colls miss
+// one of the four source collections of database (a missing one would
+// read as empty and verify as clean), naming the archive's databases when
+// it has none of them.
+func checkArchiveComplete(name string, colls []dump.Namespace, database string) error {
 	have := map[string]bool{}
 	var dbs []string
-	for _, ns := range a.Namespaces() {
+	for _, ns := range colls {
 		if ns.DB == database {
 			have[ns.Collection] = true
 		}
@@ -143,7 +147,7 @@ func checkArchiveComplete(a *dump.Archive, database string) error {
 		hint = fmt.Sprintf("; its databases are %s: set %s_DATABASE to the dumped database's name (it is %q)", strings.Join(dbs, ", "), envPrefix, database)
 	}
 	return &configError{fmt.Sprintf("archive %s has no %s: a dump must hold all of %s (a missing one would verify as empty)%s",
-		a.Name, strings.Join(missing, ", "), strings.Join(dump.Sources, ", "), hint)}
+		name, strings.Join(missing, ", "), strings.Join(dump.Sources, ", "), hint)}
 }
 
 // loadOfflineStore reads the dump --dump names (a directory or an
