@@ -461,7 +461,10 @@ func TestOperationsArchiveRestore(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	t.Setenv("TMPDIR", t.TempDir())
-	if err := os.WriteFile("normal-oj-before-upgrade.archive", arch, 0o644); err != nil {
+	if err := os.Mkdir("MongoDB", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("MongoDB/normal-oj-before-upgrade.archive", arch, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ran := 0
