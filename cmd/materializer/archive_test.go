@@ -441,52 +441,59 @@ func TestOfflineArchiveProgress(t *testing.T) {
 }
 
 // TestOperationsArchiveRestore runs the materializer steps of
-// docs/operations.md's restore from the backup's archive (mongodump and
-// mongorestore need a server; the archive is built here): the rebuild
-// writes the corrected archive, and its verify exits 0 as the comment says.
+// docs/operations.md's restore from an archive (mongodump and mongorestore
+// need a server; the gzipped archive the mongodump line writes is built
+// here): the rebuild writes the corrected archive, and its verify exits 0
+// as the comment says.
 func TestOperationsArchiveRestore(t *testing.T) {
 	cleanConfigEnv(t)
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(doc), "With the archive of [Before anything: a backup]")
+	_, rest, ok := strings.Cut(string(doc), "<!-- procedure: restore from an archive")
 	if !ok {
-		t.Fatal("docs/operations.md: no restore from the backup's archive")
+		t.Fatal("docs/operations.md: no marked restore from an archive")
 	}
 	_, block, _ := strings.Cut(rest, "```sh\n")
 	block, _, _ = strings.Cut(block, "```")
 	v, _ := driftiestVector(t)
-	arch, _ := archiveOfDump(t, dumpColls(v.DB, otherCollections()), false)
-	dir := t.TempDir()
-	t.Chdir(dir)
+	arch, _ := archiveOfDump(t, dumpColls(v.DB, otherCollections()), true)
+	t.Chdir(t.TempDir())
 	t.Setenv("TMPDIR", t.TempDir())
-	if err := os.Mkdir("MongoDB", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile("MongoDB/normal-oj-before-upgrade.archive", arch, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ran := 0
 	for _, line := range strings.Split(block, "\n") {
-		if !strings.HasPrefix(line, "materializer ") {
-			continue
-		}
 		cmd, comment, _ := strings.Cut(line, "#")
-		want := exitOK
-		if strings.Contains(comment, "exit 1") {
-			want = exitFail
+		args := strings.Fields(cmd)
+		switch {
+		case len(args) > 0 && args[0] == "mongodump":
+			// What it writes: the file named by --archive=.
+			for _, a := range args {
+				if f, ok := strings.CutPrefix(a, "--archive="); ok {
+					if err := os.WriteFile(f, arch, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		case len(args) > 0 && args[0] == "materializer":
+			want := exitOK
+			if strings.Contains(comment, "exit 1") {
+				want = exitFail
+			}
+			if r := runCLI(t, args[1:]...); r.code != want {
+				t.Errorf("%s: want exit %d\n%v", cmd, want, r)
+			}
+			ran++
 		}
-		r := runCLI(t, strings.Fields(cmd)[1:]...)
-		if r.code != want {
-			t.Errorf("%s: want exit %d\n%v", cmd, want, r)
-		}
-		ran++
 	}
 	if ran != 2 {
 		t.Errorf("ran %d materializer commands of the procedure, want 2 (rebuild, verify)", ran)
 	}
-	if _, err := os.Stat("fixed.archive"); err != nil {
-		t.Errorf("the procedure's rebuild wrote no fixed.archive: %v", err)
+	out, err := os.ReadFile("fixed.archive.gz")
+	if err != nil {
+		t.Fatalf("the procedure's rebuild wrote no fixed.archive.gz: %v", err)
+	}
+	if !readArchive(t, out).gzip {
+		t.Error("the corrected archive of a gzipped one is not gzipped")
 	}
 }
