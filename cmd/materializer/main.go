@@ -92,18 +92,24 @@ func runMain(ctx context.Context, env *environment, args []string) int {
 		}
 		err := c.run(ctx, env, args[1:])
 		var ce *configError
+		var le *loggedError
+		say := func() {
+			if !errors.As(err, &le) { // a logged error was printed as a log line
+				fmt.Fprintf(env.stderr, "materializer %s: %v\n", c.name, err)
+			}
+		}
 		switch {
 		case err == nil:
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
 		case errors.As(err, &ce):
-			fmt.Fprintf(env.stderr, "materializer %s: %v\n", c.name, err)
+			say()
 			return exitConfig
 		case errors.Is(err, errDrift):
 			return exitFail
 		default:
-			fmt.Fprintf(env.stderr, "materializer %s: %v\n", c.name, err)
+			say()
 			return exitFail
 		}
 	}
