@@ -549,10 +549,20 @@ func TestArchiveTruncated(t *testing.T) {
 	checkRefused(t, z, "checksum")
 }
 
+// realArchivesEnv names a folder holding archives written by a real
+// mongodump. They are public test data of mongodb/mongo-tools, which this
+// repository does not redistribute; testdata/README.md names each file and
+// where it comes from.
+const realArchivesEnv = "MATERIALIZER_TEST_MONGODUMP_ARCHIVES"
+
 // TestArchiveRealMongodump reads archives written by a real mongodump
 // (testdata/README.md names their source): every CRC checks, and what
 // Write gives back is what the independent reader reads in the input.
 func TestArchiveRealMongodump(t *testing.T) {
+	dir := os.Getenv(realArchivesEnv)
+	if dir == "" {
+		t.Skipf("%s is not set: put the mongodump archives named in dump/testdata/README.md in a folder and set it to that folder", realArchivesEnv)
+	}
 	cases := []struct {
 		file string
 		ns   []tns
@@ -565,7 +575,7 @@ func TestArchiveRealMongodump(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join("testdata", c.file))
+			in, err := os.ReadFile(filepath.Join(dir, c.file))
 			if err != nil {
 				t.Fatal(err)
 			}
