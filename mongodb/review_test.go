@@ -1,0 +1,61 @@
+package mongodb
+
+import (
+	"context"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// TestScansCausallyAfterOwnWrites: a rebuild's scans on a replica set
+// (no watch.ReadAfter in ctx: the engine sets none for a rebuild) read
+// causally after the daemon's own last acknowledged write. A rebuild
+// right after a fail-over (history lost, an unresolved batch) otherwise
+// reads the new primary's majority snapshot, which can be older than the
+// daemon's last write until the new primary commits in its own term, and
+// skips a needed write whose derived value equals that stale one.
+func TestScansCausallyAfterOwnWrites(t *testing.T) {
+	d, md, sent := mockDB(t)
+	wrote := bson.Timestamp{T: 1_800_000_010, I: 2}
+	md.AddResponses(bson.D{{Key: "ok", Value: 1}, {Key: "n", Value: 1}, {Key: "nModified", Value: 1}, {Key: "operationTime", Value: wrote}})
+	if err := d.Apply(context.Background(), &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}}); err != nil {
+		t.Fatal(err)
+	}
+	sent()
+	scans := []struct {
+		name  string
+		reply bson.D
+		call  func() error
+	}{
+		{"AllUsers", emptyCursor("normal-oj.user"), func() error { _, _, err := d.AllUsers(context.Background()); return err }},
+		{"AllProblems", emptyCursor("normal-oj.problem"), func() error { _, _, err := d.AllProblems(context.Background()); return err }},
+		{"AllHomeworks", emptyCursor("normal-oj.homework"), func() error { _, _, err := d.AllHomeworks(context.Background()); return err }},
+	}
+	for _, s := range scans {
+		md.AddResponses(s.reply)
+		if err := s.call(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		cmds := sent()
+		if len(cmds) == 0 {
+			t.Fatalf("%s: no command sent", s.name)
+		}
+		after := cmds[len(cmds)-1].Lookup("readConcern", "afterClusterTime")
+		if tt, ti, _ := after.TimestampOK(); (bson.Timestamp{T: tt, I: ti}) != wrote {
+			t.Errorf("%s: afterClusterTime %v, want the daemon's own write's operationTime %v", s.name, after, wrote)
+		}
+	}
+	// ScanSubmissions: listIndexes (no index), then the find.
+	md.AddResponses(emptyCursor("normal-oj.submission"), emptyCursor("normal-oj.submission"))
+	if err := d.ScanSubmissions(context.Background(), func(materialize.Submission) error { return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	cmds := sent()
+	after := cmds[len(cmds)-1].Lookup("readConcern", "afterClusterTime")
+	if tt, ti, _ := after.TimestampOK(); (bson.Timestamp{T: tt, I: ti}) != wrote {
+		t.Errorf("ScanSubmissions: afterClusterTime %v, want %v", after, wrote)
+	}
+}
