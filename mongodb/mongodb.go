@@ -125,8 +125,8 @@ type DB struct {
 	// written is the operationTime of the last acknowledged write of
 	// bulk (derived values, key index): reads under a batch read after it.
 	written writeClock
-	// handoff is the last hand-off time ClusterTime returned through a
-	// mongos: the scans read causally after it (afterHandoff).
+	// handoff is the last hand-off time ClusterTime returned: the scans
+	// read causally after it (afterHandoff).
 	handoff writeClock
 }
 

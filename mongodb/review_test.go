@@ -87,3 +87,31 @@ func TestAuthenticationFailedNamesNoPrivilege(t *testing.T) {
 		t.Errorf("%v: 13 Unauthorized does not name the privilege", err)
 	}
 }
+
+// TestScansCausallyAfterHandoffOnReplicaSet: on a replica set too, a
+// rebuild's scans read causally after the hand-off time ClusterTime
+// returned (the majority commit point of the primary that answered). A
+// fail-over between ClusterTime and the scans puts them on a new primary
+// whose majority-committed snapshot can trail that time; without
+// afterClusterTime they would miss the writes in between, which the
+// stream started at the hand-off time does not deliver either.
+func TestScansCausallyAfterHandoffOnReplicaSet(t *testing.T) {
+	d, md, sent := mockDB(t)
+	handoff := bson.Timestamp{T: 1_800_000_000, I: 3}
+	reply := append(emptyCursor("normal-oj.materializer_checkpoints"), bson.E{Key: "operationTime", Value: handoff})
+	md.AddResponses(reply)
+	got, err := d.ClusterTime(context.Background())
+	if err != nil || got != handoff {
+		t.Fatalf("ClusterTime = %v, %v; want %v", got, err, handoff)
+	}
+	sent()
+	md.AddResponses(emptyCursor("normal-oj.user"))
+	if _, _, err := d.AllUsers(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cmds := sent()
+	after := cmds[len(cmds)-1].Lookup("readConcern", "afterClusterTime")
+	if tt, ti, _ := after.TimestampOK(); (bson.Timestamp{T: tt, I: ti}) != handoff {
+		t.Errorf("scan after the hand-off on a replica set: afterClusterTime %v, want %v", after, handoff)
+	}
+}

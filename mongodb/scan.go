@@ -179,22 +179,27 @@ func (d *DB) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 	if err != nil {
 		return bson.Timestamp{}, watch.WithClass(watch.Fatal, fmt.Errorf("cluster time: %w", err))
 	}
+	d.handoff.advance(ts)
 	return ts, nil
 }
 
-// afterHandoff returns ctx for a scan's read: through a mongos, causally
-// after the last hand-off time ClusterTime returned (watch.WithReadAfter,
-// which causalCtx turns into afterClusterTime), unless ctx already reads
-// after a time. A shard's majority read then waits until its committed
-// snapshot includes that time, so the scan sees every write of every
-// shard at or before the hand-off, whichever shard lags. On a replica set
-// ClusterTime is the majority commit point itself: nothing to wait for.
+// afterHandoff returns ctx for a scan's read: causally after the last
+// hand-off time ClusterTime returned (watch.WithReadAfter, which
+// causalCtx turns into afterClusterTime), unless ctx already reads after
+// a later time. Through a mongos a shard's majority read then waits until its
+// committed snapshot includes that time, so the scan sees every write of
+// every shard at or before the hand-off, whichever shard lags. On a
+// replica set ClusterTime is the answering primary's majority commit
+// point, which a read on that primary passes at once; after a fail-over
+// in between, the new primary's commit point can trail it until the new
+// primary commits in its own term (SERVER-53813), and the scan would miss
+// writes the stream started at the hand-off time does not deliver.
 func (d *DB) afterHandoff(ctx context.Context) context.Context {
 	t := d.handoff.load()
-	if !d.sharded || t.IsZero() {
+	if t.IsZero() {
 		return ctx
 	}
-	if _, ok := watch.ReadAfter(ctx); ok {
+	if r, ok := watch.ReadAfter(ctx); ok && !r.Before(t) {
 		return ctx
 	}
 	return watch.WithReadAfter(ctx, t)
