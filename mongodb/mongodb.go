@@ -188,7 +188,7 @@ func open(ctx context.Context, client *mongo.Client, cfg Config) (*DB, error) {
 	}
 	hello, err := helloResponse(ctx, admin)
 	if err != nil {
-		return nil, failed("hello", err)
+		return nil, openError(cfg, classify(err), err) // err says "hello: "
 	}
 	standalone, err := topology(hello, cfg.AllowStandalone)
 	if err != nil {

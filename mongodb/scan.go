@@ -210,12 +210,14 @@ func (d *DB) afterHandoff(ctx context.Context) context.Context {
 // postBatchResumeToken, which the driver caches as the stream's resume
 // token when the first batch is empty (mongo/change_stream.go:396-401,
 // updatePbrtFromCommand). Through a mongos that token is the merged
-// stream's high-water mark: the earliest of every shard's (each shard's
-// stream has read its majority-committed oplog up to its own mark), so
-// every write of any shard at or before it is majority-committed, visible
-// to the scan that follows, and every later one is delivered by a stream
-// started at it. The stream is closed at once (killCursors, bounded by
-// closeTimeout).
+// stream's high-water mark, the earliest of every shard's; for a stream
+// opened with no start point and an empty first batch it is the start
+// time mongos chose (its cluster time), which a lagging shard may not
+// have committed yet. Every later write is delivered by a stream started
+// at it; every earlier one is seen by the scans because they read with
+// afterClusterTime at it (afterHandoff), so each shard answers only once
+// its majority-committed snapshot reaches it. The stream is closed at
+// once (killCursors, bounded by closeTimeout).
 func (d *DB) streamClusterTime(ctx context.Context) (bson.Timestamp, error) {
 	cs, err := d.db.Watch(ctx, bson.A{}, options.ChangeStream().SetBatchSize(0))
 	if err != nil {
