@@ -115,3 +115,19 @@ func TestScansCausallyAfterHandoffOnReplicaSet(t *testing.T) {
 		t.Errorf("scan after the hand-off on a replica set: afterClusterTime %v, want %v", after, handoff)
 	}
 }
+
+// TestClusterTimeMissingIsTransient: a replica set member can answer
+// without operationTime and $clusterTime for a while after it starts
+// (with --keyFile, until its signing keys exist: SERVER-43086), as a
+// compose file that starts MongoDB and the daemon together meets on the
+// first rebuild. That is worth a retry, not the exit that marking it
+// fatal causes (and the restart loop after it). A standalone has no
+// cluster time at all and never gets here (Standalone).
+func TestClusterTimeMissingIsTransient(t *testing.T) {
+	d, md, _ := mockDB(t)
+	md.AddResponses(emptyCursor("normal-oj.materializer_checkpoints"))
+	_, err := d.ClusterTime(context.Background())
+	if c := watch.ClassOf(err); c != watch.Transient {
+		t.Errorf("ClusterTime with no operationTime in the reply: class %s (%v), want transient", c, err)
+	}
+}

@@ -177,7 +177,10 @@ func (d *DB) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 	}
 	ts, err := clusterTimeOf(raw)
 	if err != nil {
-		return bson.Timestamp{}, watch.WithClass(watch.Fatal, fmt.Errorf("cluster time: %w", err))
+		// Open made sure this is a replica set member: one answers
+		// without a cluster time only for a while after it starts (with
+		// --keyFile, until its signing keys exist, SERVER-43086).
+		return bson.Timestamp{}, watch.WithClass(watch.Transient, fmt.Errorf("cluster time: %w", err))
 	}
 	d.handoff.advance(ts)
 	return ts, nil
@@ -302,7 +305,7 @@ func clusterTimeOf(resp bson.Raw) (bson.Timestamp, error) {
 		}
 	}
 	if !found || out.IsZero() {
-		return bson.Timestamp{}, errors.New("response holds neither operationTime nor $clusterTime (not a replica set?)")
+		return bson.Timestamp{}, errors.New("response holds neither operationTime nor $clusterTime (a member just started, or not a replica set)")
 	}
 	return out, nil
 }
