@@ -131,3 +131,28 @@ func TestClusterTimeMissingIsTransient(t *testing.T) {
 		t.Errorf("ClusterTime with no operationTime in the reply: class %s (%v), want transient", c, err)
 	}
 }
+
+// TestOpenUninitiatedReplicaSet: a mongod started with --replSet whose set
+// was never initiated (the likeliest mistake when converting Normal-OJ's
+// standalone) answers hello with isreplicaset true and no setName. Reached
+// with directConnection=true (the demo's URI) it must not be called a
+// standalone, for any command: the fix is rs.initiate(), not a conversion.
+func TestOpenUninitiatedReplicaSet(t *testing.T) {
+	ghost := bson.D{{Key: "isWritablePrimary", Value: false}, {Key: "secondary", Value: false}, {Key: "isreplicaset", Value: true},
+		{Key: "info", Value: "Does not have a valid replica set config"}, {Key: "maxWireVersion", Value: int32(21)}}
+	for _, cfg := range []Config{{Writes: true}, {}, {AllowStandalone: true, Writes: true}, {AllowStandalone: true}} {
+		client, md, _ := mockClient(t)
+		md.AddResponses(openReplies(ghost)...)
+		_, err := open(context.Background(), client, cfg.withDefaults())
+		if err == nil {
+			t.Errorf("%+v: open of an uninitiated replica set member succeeded", cfg)
+			continue
+		}
+		if !strings.Contains(err.Error(), "rs.initiate()") || strings.Contains(err.Error(), "is a standalone") {
+			t.Errorf("%+v: %v: want rs.initiate() named, not a standalone", cfg, err)
+		}
+		if c := watch.ClassOf(err); c != watch.NotPrimary {
+			t.Errorf("%+v: class %s, want not_primary", cfg, c)
+		}
+	}
+}
