@@ -156,3 +156,30 @@ func TestOpenUninitiatedReplicaSet(t *testing.T) {
 		}
 	}
 }
+
+// TestScanSubmissionsIndexCheckOutsideTheSession: the listIndexes before
+// the scan runs outside the scan's causally consistent session. Its reply
+// carries the primary's last applied optime (listIndexes takes no read
+// concern), which inside the session would become the find's
+// afterClusterTime: a majority read would then wait for the commit point
+// to reach a time no write of the daemon needs, for as long as
+// replication lags (forever while a majority is down).
+func TestScanSubmissionsIndexCheckOutsideTheSession(t *testing.T) {
+	d, md, sent := mockDB(t)
+	wrote := bson.Timestamp{T: 1_800_000_010, I: 2}
+	md.AddResponses(bson.D{{Key: "ok", Value: 1}, {Key: "n", Value: 1}, {Key: "nModified", Value: 1}, {Key: "operationTime", Value: wrote}})
+	if err := d.Apply(context.Background(), &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}}); err != nil {
+		t.Fatal(err)
+	}
+	sent()
+	applied := bson.Timestamp{T: 1_800_000_050, I: 1}
+	md.AddResponses(append(emptyCursor("normal-oj.submission"), bson.E{Key: "operationTime", Value: applied}), emptyCursor("normal-oj.submission"))
+	if err := d.ScanSubmissions(context.Background(), func(materialize.Submission) error { return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	cmds := sent()
+	after := cmds[len(cmds)-1].Lookup("readConcern", "afterClusterTime")
+	if tt, ti, _ := after.TimestampOK(); (bson.Timestamp{T: tt, I: ti}) != wrote {
+		t.Errorf("scan: afterClusterTime %v, want the daemon's write's %v (not listIndexes' %v)", after, wrote, applied)
+	}
+}

@@ -24,15 +24,19 @@ import (
 // sorts, spilling to disk (allowDiskUse). Undecodable submissions go to
 // bad; an error from fn stops the scan and is returned.
 func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission) error, bad func(*materialize.DecodeError)) error {
+	// listIndexes first and outside the scan's causal session: its reply's
+	// operationTime (the primary's last applied optime) would otherwise
+	// become the find's afterClusterTime, a commit point to wait for that
+	// no write of the daemon needs.
+	hinted, err := hasIndex(ctx, d.submissions, scanIndexName)
+	if err != nil {
+		return fail(d.cfg.Database, needs(d.submissions.Name(), "listIndexes"), "scan submissions", err)
+	}
 	ctx, end, err := causalCtx(d.afterHandoff(ctx), d.submissions, d.written.load())
 	if err != nil {
 		return fail(d.cfg.Database, needs(d.submissions.Name(), "find"), "scan submissions", err)
 	}
 	defer end()
-	hinted, err := hasIndex(ctx, d.submissions, scanIndexName)
-	if err != nil {
-		return fail(d.cfg.Database, needs(d.submissions.Name(), "listIndexes"), "scan submissions", err)
-	}
 	opts := options.Find().SetProjection(submissionProjection).SetSort(scanSort).SetAllowDiskUse(true)
 	if hinted {
 		opts.SetHint(scanIndexName)
