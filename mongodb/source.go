@@ -495,10 +495,20 @@ func (r *userStats) add(raw bson.Raw) error {
 			if oid, ok := id.ObjectIDOK(); ok {
 				r.others = append(r.others, oid)
 			} else {
-				// Not an ObjectId: DecodeSubmission rejects it, and
-				// SubmissionsByID cannot name it.
-				r.bad = append(r.bad, &materialize.DecodeError{Collection: materialize.CollSubmission, ID: id.String(),
-					Field: "_id", Reason: "want an ObjectId, have BSON " + id.Type.String()})
+				// Not an ObjectId: SubmissionsByID cannot name it, and
+				// DecodeSubmission rejects it on _id before any other
+				// field, so the decoder's report on {_id} alone is the
+				// report on the document.
+				doc, err := bson.Marshal(bson.D{{Key: "_id", Value: id}})
+				if err != nil {
+					return fmt.Errorf("user stats: _id %v: %w", id, err)
+				}
+				_, err = materialize.DecodeSubmission(doc)
+				var de *materialize.DecodeError
+				if !errors.As(err, &de) {
+					return fmt.Errorf("user stats: _id %v: not rejected by the decoder: %v", id, err)
+				}
+				r.bad = append(r.bad, de)
 			}
 		}
 	}

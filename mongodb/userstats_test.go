@@ -158,3 +158,80 @@ func TestUserStatsPipelineShape(t *testing.T) {
 	}
 	_ = time.Now
 }
+
+// userStatsOver runs userStatsPipeline through the evaluator over docs and
+// completes it as DB.UserStats does: the documents listed in other are
+// read by _id and decoded by materialize.DecodeSubmission.
+func userStatsOver(t *testing.T, docs []bson.D, named []string) (map[string]materialize.UserStats, []*materialize.DecodeError) {
+	t.Helper()
+	res := newUserStats(named)
+	for _, out := range runPipeline(docs, norm(userStatsPipeline(named)).(bson.A)) {
+		if err := res.add(rawOf(out)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var others []materialize.Submission
+	var bad []*materialize.DecodeError
+	for _, id := range res.others {
+		for _, d := range docs {
+			if equal(lookupD(d, "_id"), id) {
+				s, err := materialize.DecodeSubmission(rawOf(d))
+				if err != nil {
+					bad = append(bad, err.(*materialize.DecodeError))
+					continue
+				}
+				others = append(others, s)
+			}
+		}
+	}
+	got, gotBad, err := res.finish(others, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, gotBad
+}
+
+// TestUserStatsPipelineUserTypes: a submission whose user is not a string
+// but equals a named user as a value (a BSON symbol: the server matches,
+// groups and sorts "a" and Symbol("a") as one value) is the Go decoder's
+// to report; it must not take the place of the user's counted group in
+// the second $group (whose _id is the first document's), dropping every
+// count of the user.
+func TestUserStatsPipelineUserTypes(t *testing.T) {
+	ts := bson.DateTime(1_700_000_000_000)
+	id := func(i byte) bson.ObjectID { return bson.ObjectID{11: i} }
+	for _, odd := range []any{bson.Symbol("a"), bson.A{"a"}, bson.A{"a", "b"}} {
+		docs := []bson.D{
+			{{Key: "_id", Value: id(1)}, {Key: "user", Value: "a"}, {Key: "problem", Value: int32(7)},
+				{Key: "timestamp", Value: ts}, {Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}},
+			{{Key: "_id", Value: id(2)}, {Key: "user", Value: odd}, {Key: "problem", Value: int32(8)},
+				{Key: "timestamp", Value: ts}, {Key: "status", Value: int32(1)}, {Key: "score", Value: int32(0)}},
+		}
+		got, bad := userStatsOver(t, docs, []string{"a", "b"})
+		want := materialize.UserStats{Submission: 1, ACSubmission: 1, ACProblemIDs: []int64{7}}
+		if !got["a"].Equal(want) {
+			t.Errorf("user %v beside a: stats of a %+v, want %+v", odd, got["a"], want)
+		}
+		if len(bad) != 1 || bad[0].Field != "user" {
+			t.Errorf("user %v: malformed %v, want the document with user %v", odd, bad, odd)
+		}
+	}
+}
+
+// TestUserStatsPipelineNonObjectID: a submission whose _id is not an
+// ObjectId cannot be read back by _id; it is reported exactly as
+// materialize.DecodeSubmission reports it (a null _id is "missing"), so
+// that the same document read by Submissions is reported once.
+func TestUserStatsPipelineNonObjectID(t *testing.T) {
+	ts := bson.DateTime(1_700_000_000_000)
+	for _, id := range []any{nil, "s1", int32(5), 2.5} {
+		doc := bson.D{{Key: "_id", Value: id}, {Key: "user", Value: "a"}, {Key: "problem", Value: int32(7)},
+			{Key: "timestamp", Value: ts}, {Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}}
+		_, derr := materialize.DecodeSubmission(rawOf(doc))
+		want := derr.(*materialize.DecodeError)
+		_, bad := userStatsOver(t, []bson.D{doc}, []string{"a"})
+		if len(bad) != 1 || *bad[0] != *want {
+			t.Errorf("_id %v: reported %v, the decoder reports %v", id, bad, want)
+		}
+	}
+}
