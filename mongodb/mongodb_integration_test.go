@@ -925,8 +925,8 @@ func TestIntegrationEnsureIndexes(t *testing.T) {
 // TestIntegrationUserStats runs userStatsPipeline on a real server over
 // the random submissions of TestUserStatsPipeline (every edge case: whole
 // and fractional doubles, nulls, missing fields, strings, a string _id, an
-// array user, duplicate keys, (timestamp, _id) ties) and compares with
-// memstore's UserStats.
+// array user, a symbol user, duplicate keys, (timestamp, _id) ties) and
+// compares with memstore's UserStats.
 func TestIntegrationUserStats(t *testing.T) {
 	db := testDB(t)
 	ctx := testCtx(t)

@@ -18,7 +18,8 @@ import (
 // user outside them, or of none), with every field drawn from the values
 // Back-End writes and from the malformed or unusual ones a database may
 // hold: whole and fractional doubles, longs, nulls, missing fields,
-// strings, a string _id, an array user; few timestamps, so (timestamp,
+// strings, a string _id, an array user, a symbol user (equal to the
+// string as a value on the server); few timestamps, so (timestamp,
 // _id) ties are frequent. With plain, only the types Back-End writes
 // (the server counts every document).
 func randomSubmission(r *rand.Rand, i int, users []string, plain bool) bson.D {
@@ -49,7 +50,7 @@ func randomSubmission(r *rand.Rand, i int, users []string, plain bool) bson.D {
 			d = append(d, bson.E{Key: k, Value: v})
 		}
 	}
-	add("user", pick(u, u, u, u, u, u, u, u, "outsider", bson.A{u}, missing, nil, int32(1)))
+	add("user", pick(u, u, u, u, u, u, u, u, "outsider", bson.A{u}, bson.Symbol(u), missing, nil, int32(1)))
 	add("problem", pick(int32(1), int32(2), int32(3), int64(4), int32(5), float64(3), float64(2.5), "3", missing, nil))
 	ts := bson.DateTime(1_700_000_000_000 + int64(r.IntN(6))*1000)
 	add("timestamp", pick(ts, ts, ts, ts, ts, ts, ts, missing, "2026", int64(5)))
