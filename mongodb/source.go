@@ -517,8 +517,8 @@ func (r *userStats) add(raw bson.Raw) error {
 	if !ok || t == nil {
 		return nil // a user value that is not one of the names: only other counts
 	}
-	n, nok := raw.Lookup("n").AsInt64OK()
-	ac, aok := raw.Lookup("ac").AsInt64OK()
+	n, nok := materialize.IntValue(raw.Lookup("n"))
+	ac, aok := materialize.IntValue(raw.Lookup("ac"))
 	if !nok || !aok {
 		return fmt.Errorf("user stats of %q: counts are not integers", u)
 	}
@@ -530,7 +530,7 @@ func (r *userStats) add(raw bson.Raw) error {
 		}
 		st := materialize.UserStats{Submission: n, ACSubmission: ac, ACProblemIDs: make([]int64, 0, len(vals))}
 		for _, v := range vals {
-			p, ok := v.AsInt64OK()
+			p, ok := materialize.IntValue(v)
 			if !ok {
 				return fmt.Errorf("user stats of %q: AC problem %v is not an integer", u, v)
 			}
@@ -541,7 +541,7 @@ func (r *userStats) add(raw bson.Raw) error {
 	}
 	t.AddCounted(n, ac)
 	for _, f := range arrayDocs(raw.Lookup("first")) {
-		p, pok := f.Lookup("p").AsInt64OK()
+		p, pok := materialize.IntValue(f.Lookup("p"))
 		first, fok := f.Lookup("f").DocumentOK()
 		if !pok || !fok {
 			return fmt.Errorf("user stats of %q: unreadable first AC %v", u, f)

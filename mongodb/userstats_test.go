@@ -236,3 +236,27 @@ func TestUserStatsPipelineNonObjectID(t *testing.T) {
 		}
 	}
 }
+
+// TestUserStatsAddNumbers: the counts and problem ids of a result
+// document are integers by the decoder's rule (int32, int64, a whole
+// double); a fractional double is refused, not truncated as
+// RawValue.AsInt64OK truncates it (bsoncore/value.go, AsInt64OK).
+func TestUserStatsAddNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		doc  bson.D
+		ok   bool
+	}{
+		{"int counts", bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: int32(2)}, {Key: "ac", Value: int64(1)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: bson.A{int64(7)}}}, true},
+		{"whole double count", bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: 2.0}, {Key: "ac", Value: int32(1)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: bson.A{int32(7)}}}, true},
+		{"fractional count", bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: 1.5}, {Key: "ac", Value: int32(1)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: bson.A{int32(7)}}}, false},
+		{"fractional order", bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: int32(1)}, {Key: "ac", Value: int32(1)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: bson.A{7.5}}}, false},
+		{"fractional first", bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: int32(1)}, {Key: "ac", Value: int32(1)}, {Key: "other", Value: bson.A{bson.A{bson.ObjectID{11: 1}}}},
+			{Key: "first", Value: bson.A{bson.D{{Key: "p", Value: 7.5}, {Key: "f", Value: bson.D{{Key: "t", Value: bson.DateTime(0)}, {Key: "i", Value: bson.ObjectID{11: 2}}}}}}}}, false},
+	} {
+		err := newUserStats([]string{"a"}).add(rawOf(tc.doc))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: add: %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+}
