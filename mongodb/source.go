@@ -498,10 +498,20 @@ func (r *userStats) add(raw bson.Raw) error {
 			if oid, ok := id.ObjectIDOK(); ok {
 				r.others = append(r.others, oid)
 			} else {
-				// Not an ObjectId: DecodeSubmission rejects it, and
-				// SubmissionsByID cannot name it.
-				r.bad = append(r.bad, &materialize.DecodeError{Collection: materialize.CollSubmission, ID: id.String(),
-					Field: "_id", Reason: "want an ObjectId, have BSON " + id.Type.String()})
+				// Not an ObjectId: SubmissionsByID cannot name it, and
+				// DecodeSubmission rejects it on _id before any other
+				// field, so the decoder's report on {_id} alone is the
+				// report on the document.
+				doc, err := bson.Marshal(bson.D{{Key: "_id", Value: id}})
+				if err != nil {
+					return fmt.Errorf("user stats: _id %v: %w", id, err)
+				}
+				_, err = materialize.DecodeSubmission(doc)
+				var de *materialize.DecodeError
+				if !errors.As(err, &de) {
+					return fmt.Errorf("user stats: _id %v: not rejected by the decoder: %v", id, err)
+				}
+				r.bad = append(r.bad, de)
 			}
 		}
 	}
@@ -510,8 +520,8 @@ func (r *userStats) add(raw bson.Raw) error {
 	if !ok || t == nil {
 		return nil // a user value that is not one of the names: only other counts
 	}
-	n, nok := raw.Lookup("n").AsInt64OK()
-	ac, aok := raw.Lookup("ac").AsInt64OK()
+	n, nok := materialize.IntValue(raw.Lookup("n"))
+	ac, aok := materialize.IntValue(raw.Lookup("ac"))
 	if !nok || !aok {
 		return fmt.Errorf("user stats of %q: counts are not integers", u)
 	}
@@ -523,7 +533,7 @@ func (r *userStats) add(raw bson.Raw) error {
 		}
 		st := materialize.UserStats{Submission: n, ACSubmission: ac, ACProblemIDs: make([]int64, 0, len(vals))}
 		for _, v := range vals {
-			p, ok := v.AsInt64OK()
+			p, ok := materialize.IntValue(v)
 			if !ok {
 				return fmt.Errorf("user stats of %q: AC problem %v is not an integer", u, v)
 			}
@@ -534,7 +544,7 @@ func (r *userStats) add(raw bson.Raw) error {
 	}
 	t.AddCounted(n, ac)
 	for _, f := range arrayDocs(raw.Lookup("first")) {
-		p, pok := f.Lookup("p").AsInt64OK()
+		p, pok := materialize.IntValue(f.Lookup("p"))
 		first, fok := f.Lookup("f").DocumentOK()
 		if !pok || !fok {
 			return fmt.Errorf("user stats of %q: unreadable first AC %v", u, f)
