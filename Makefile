@@ -47,7 +47,7 @@ REQUIRE_PROMTOOL ?=
 
 export CGO_ENABLED := 1
 
-.PHONY: help build test test-integration lint vet staticcheck fuzz bench bench-integration \
+.PHONY: help build test test-integration test-monitoring lint vet staticcheck tidy-check deps-check fuzz bench bench-integration \
         up down logs docker-build compose-config clean mutate bench-offline bench-online
 
 help: ## List the targets
@@ -65,21 +65,47 @@ test: ## Unit, vector and simulation tests, alert-rule tests with promtool (inte
 	@command -v promtool >/dev/null 2>&1 || echo "promtool not on PATH: the alert-rule tests and the /metrics lint will skip (apt-get install prometheus, or see .ci/run)"
 	MATERIALIZER_TEST_REQUIRE_PROMTOOL=$(REQUIRE_PROMTOOL) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 
-test-integration: ## Integration tests: need MATERIALIZER_TEST_MONGODB_URI (a replica set) or a Docker engine
+# -tags integration links testcontainers (containers_integration_test.go in
+# mongodb/ and cmd/materializer/); `make test` builds without it, so its
+# integration tests run only against MATERIALIZER_TEST_MONGODB_URI, else skip.
+test-integration: ## Integration tests: need MATERIALIZER_TEST_MONGODB_URI (a replica set) or a Docker engine (-tags integration: testcontainers)
 	@if [ -z "$${MATERIALIZER_TEST_MONGODB_URI:-}" ]; then \
 	  echo "MATERIALIZER_TEST_MONGODB_URI is not set: the tests start a MongoDB replica set with Docker (testcontainers), or skip without an engine."; \
 	  echo "  e.g. MATERIALIZER_TEST_MONGODB_URI='mongodb://127.0.0.1:27017/?directConnection=true' make test-integration"; \
 	fi
 	MATERIALIZER_TEST_MONGODB_URI="$${MATERIALIZER_TEST_MONGODB_URI:-}" \
-	  $(GO) test -count=1 -timeout 30m -v -run Integration $(PKGS)
+	  $(GO) test -tags integration -count=1 -timeout 30m -v -run Integration $(PKGS)
 
-lint: vet staticcheck ## go vet + staticcheck (pinned)
+lint: vet staticcheck tidy-check deps-check ## go vet + staticcheck (pinned) + go mod tidy -diff + deps-check
 
-vet: ## go vet
+# Nested modules: test-only code whose dependencies stay out of the daemon's
+# module graph and out of `make test` (hashicorp/raft keeps its fuzzy tests so).
+MODULES     := . deploy/monitoring
+
+tidy-check: ## Fail when a go.mod/go.sum (root and nested modules) is not tidy: go mod tidy -diff prints what tidy would change
+	@for m in $(MODULES); do echo "go mod tidy -diff ($$m)"; (cd $$m && $(GO) mod tidy -diff) || exit 1; done
+
+# Packages `make test` must not compile: testcontainers (and its Docker client)
+# only under -tags integration, github.com/prometheus/prometheus only in
+# deploy/monitoring. A new integration test that imports testcontainers
+# directly, without the tag, fails here: use startMongoContainer/startContainer.
+HEAVY_TEST_DEPS := github.com/testcontainers/|github.com/prometheus/prometheus/
+
+deps-check: ## Fail when make test's build links a test-only heavy dependency (HEAVY_TEST_DEPS)
+	@if $(GO) list -deps -test $(PKGS) | grep -E '^($(HEAVY_TEST_DEPS))'; then \
+	  echo "make test links the packages above: keep testcontainers behind -tags integration and PromQL in deploy/monitoring" >&2; exit 1; fi
+
+test-monitoring: ## The monitoring kit's PromQL checks (module deploy/monitoring: github.com/prometheus/prometheus's parser); CI runs it
+	cd deploy/monitoring && $(GO) test -count=1 $(TESTFLAGS) ./...
+
+vet: ## go vet, with and without -tags integration (the testcontainers side), and of deploy/monitoring
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags integration $(PKGS)
+	cd deploy/monitoring && $(GO) vet ./...
 
 staticcheck: ## staticcheck (honnef.co/go/tools, pinned by STATICCHECK_VERSION), fetched through the module proxy
-	$(STATICCHECK) $(PKGS)
+	$(STATICCHECK) -tags integration $(PKGS)
+	cd deploy/monitoring && $(STATICCHECK) ./...
 
 fuzz: ## Fuzz the penalty evaluator for FUZZTIME (default 2m)
 	$(GO) test -run '^$$' -fuzz '^$(FUZZ)$$' -fuzztime $(FUZZTIME) $(FUZZPKG)
@@ -124,7 +150,7 @@ bench-integration: ## End-to-end benchmarks: need MATERIALIZER_TEST_MONGODB_URI 
 	  echo "  e.g. MATERIALIZER_TEST_MONGODB_URI='mongodb://127.0.0.1:27017/?directConnection=true' make bench-integration"; \
 	fi
 	MATERIALIZER_TEST_MONGODB_URI="$${MATERIALIZER_TEST_MONGODB_URI:-}" \
-	  $(GO) test -count=1 -run '^$$' -bench Integration -benchmem -timeout 60m $(PKGS)
+	  $(GO) test -tags integration -count=1 -run '^$$' -bench Integration -benchmem -timeout 60m $(PKGS)
 
 # Mutation testing with go-gremlins (pinned, fetched through the module proxy;
 # not part of `make test` or CI). One package per run, its own tests only,

@@ -307,8 +307,17 @@ func (d Dir) EachRead(coll string, deep bool, read func(n int64), fn func(doc bs
 		defer zr.Close()
 		r = zr
 	}
-	// Documents are sliced out of large reads, not copied one by one.
-	buf := make([]byte, 4<<20)
+	// Documents are sliced out of large reads, not copied one by one. A
+	// plain file smaller than the read size gets a buffer of its own size:
+	// a small dump read many times (explain --dump, the tests) would
+	// otherwise allocate and clear 4 MiB per file per read.
+	size := 4 << 20
+	if !gz {
+		if fi, err := f.Stat(); err == nil && fi.Size() < int64(size) {
+			size = max(int(fi.Size()), 4)
+		}
+	}
+	buf := make([]byte, size)
 	var start, end int
 	eof := false
 	// fill reads until buf[start:end] holds n bytes or the file ends.

@@ -28,8 +28,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/testcontainers/testcontainers-go"
-	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -45,42 +43,18 @@ const skipNoServer = "no MongoDB replica set: set MATERIALIZER_TEST_MONGODB_URI=
 // testServer is the server shared by the integration tests of one test
 // binary: the environment's URI or a container started on first use.
 var testServer struct {
-	once      sync.Once
-	uri       string
-	skip      string
-	container *tcmongo.MongoDBContainer
+	once sync.Once
+	uri  string
+	skip string
+	stop func() // terminates the container started on first use (nil: none)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if c := testServer.container; c != nil {
-		if err := testcontainers.TerminateContainer(c); err != nil {
-			fmt.Fprintln(os.Stderr, "terminate mongodb container:", err)
-		}
+	if testServer.stop != nil {
+		testServer.stop()
 	}
 	os.Exit(code)
-}
-
-// dockerHealthy reports within timeout whether a Docker engine answers.
-// The probe runs in a goroutine so a hanging socket cannot hang the test.
-func dockerHealthy(timeout time.Duration) error {
-	done := make(chan error, 1)
-	go func() {
-		p, err := testcontainers.NewDockerProvider()
-		if err != nil {
-			done <- err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		done <- p.Health(ctx) // closes the provider
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(timeout):
-		return fmt.Errorf("docker did not answer within %v", timeout)
-	}
 }
 
 // serverURI returns the test server's URI or skips t.
@@ -97,13 +71,8 @@ func serverURI(t testing.TB) string {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		c, err := tcmongo.Run(ctx, "mongo:7", tcmongo.WithReplicaSet("rs0"))
-		testServer.container = c
-		if err != nil {
-			testServer.skip = fmt.Sprintf("%s (testcontainers: %v)", skipNoServer, err)
-			return
-		}
-		uri, err := c.ConnectionString(ctx)
+		uri, stop, err := startContainer(ctx)
+		testServer.stop = stop
 		if err != nil {
 			testServer.skip = fmt.Sprintf("%s (testcontainers: %v)", skipNoServer, err)
 			return

@@ -174,9 +174,10 @@ func randomDump(r *rand.Rand) materialize.Docs {
 
 // TestRunRandomSameAsOnline runs randomly generated adversarial dumps
 // through the offline path and the online rebuild (PARITY_N dumps,
-// default 100; PARITY_SEED to start elsewhere).
+// default 50: seeds 51-100 reach no statement the first 50 do not;
+// PARITY_SEED to start elsewhere).
 func TestRunRandomSameAsOnline(t *testing.T) {
-	n := 100
+	n := 50
 	if s := os.Getenv("PARITY_N"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}

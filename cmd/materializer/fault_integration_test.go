@@ -6,9 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
-	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
 )
 
 // TestIntegrationOldServerHint (issue 16 defect 13): against MongoDB 4.2
@@ -26,16 +23,14 @@ func TestIntegrationOldServerHint(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		c, err := tcmongo.Run(ctx, "mongo:4.2")
-		if c != nil {
-			t.Cleanup(func() { _ = testcontainers.TerminateContainer(c) })
+		u, stop, err := startMongoContainer(ctx, "mongo:4.2", false)
+		if stop != nil {
+			t.Cleanup(stop)
 		}
 		if err != nil {
-			t.Fatalf("start a mongo:4.2 container: %v", err)
+			t.Fatalf("mongo:4.2: %v", err)
 		}
-		if uri, err = c.ConnectionString(ctx); err != nil {
-			t.Fatal(err)
-		}
+		uri = u
 	}
 	cleanConfigEnv(t)
 	t.Setenv("MATERIALIZER_HTTP_ADDR", "127.0.0.1:0")

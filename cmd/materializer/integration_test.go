@@ -25,8 +25,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/testcontainers/testcontainers-go"
-	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -39,20 +37,16 @@ const noMongoSkip = "no MongoDB replica set: set MATERIALIZER_TEST_MONGODB_URI=m
 	"or run with a Docker engine; see README"
 
 var (
-	mongoOnce      sync.Once
-	mongoURI       string // "" when none is available
-	mongoWhy       string // why not
-	mongoContainer *tcmongo.MongoDBContainer
+	mongoOnce     sync.Once
+	mongoURI      string // "" when none is available
+	mongoWhy      string // why not
+	stopContainer func() // terminates the container findMongo started (nil: none)
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if mongoContainer != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := testcontainers.TerminateContainer(mongoContainer, testcontainers.StopContext(ctx)); err != nil {
-			fmt.Fprintf(os.Stderr, "terminate the MongoDB container: %v\n", err)
-		}
-		cancel()
+	if stopContainer != nil {
+		stopContainer()
 	}
 	os.Exit(code)
 }
@@ -82,24 +76,10 @@ func findMongo() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := func() (c *tcmongo.MongoDBContainer, err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				err = fmt.Errorf("testcontainers panicked: %v", r)
-			}
-		}()
-		return tcmongo.Run(ctx, "mongo:7", tcmongo.WithReplicaSet("rs0"))
-	}()
-	if c != nil {
-		mongoContainer = c // terminated by TestMain, even when it failed to start
-	}
+	uri, stop, err := startMongoContainer(ctx, "mongo:7", true)
+	stopContainer = stop // run by TestMain, even when the container failed to start
 	if err != nil {
-		mongoWhy = "start a MongoDB container: " + err.Error()
-		return
-	}
-	uri, err := c.ConnectionString(ctx)
-	if err != nil {
-		mongoWhy = "container connection string: " + err.Error()
+		mongoWhy = err.Error()
 		return
 	}
 	// The member's host name is the container's address; connect to the
@@ -109,33 +89,6 @@ func findMongo() {
 		sep = "&"
 	}
 	mongoURI = uri + sep + "directConnection=true"
-}
-
-// dockerAnswers reports whether a Docker engine answers within timeout.
-// testcontainers may block or panic without one; both are contained.
-func dockerAnswers(timeout time.Duration) error {
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- fmt.Errorf("testcontainers panicked: %v", r)
-			}
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		p, err := testcontainers.NewDockerProvider()
-		if err != nil {
-			done <- err
-			return
-		}
-		done <- p.Health(ctx)
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(timeout):
-		return fmt.Errorf("the Docker engine did not answer within %s", timeout)
-	}
 }
 
 // itest is one integration test's database.

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/testcontainers/testcontainers-go"
-	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
@@ -32,16 +30,12 @@ func standaloneURI(t *testing.T) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := tcmongo.Run(ctx, "mongo:7")
-	if c != nil {
-		t.Cleanup(func() { _ = testcontainers.TerminateContainer(c) })
+	uri, stop, err := startMongoContainer(ctx, "mongo:7", false)
+	if stop != nil {
+		t.Cleanup(stop)
 	}
 	if err != nil {
-		t.Fatalf("start a standalone mongod container: %v", err)
-	}
-	uri, err := c.ConnectionString(ctx)
-	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("standalone mongod: %v", err)
 	}
 	return uri
 }

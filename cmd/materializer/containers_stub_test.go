@@ -1,0 +1,19 @@
+//go:build !integration
+
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// errNoContainers: this test binary was built without -tags integration,
+// so without testcontainers (containers_integration_test.go).
+var errNoContainers = errors.New("built without -tags integration, so without testcontainers: make test-integration starts MongoDB with Docker")
+
+func dockerAnswers(time.Duration) error { return errNoContainers }
+
+func startMongoContainer(context.Context, string, bool) (string, func(), error) {
+	return "", nil, errNoContainers
+}

@@ -1,0 +1,61 @@
+//go:build integration
+
+package mongodb
+
+// The testcontainers side of the integration tests, built only with
+// -tags integration (make test-integration does): testcontainers-go and
+// the Docker client it brings are about a hundred packages that a plain
+// `go test` need not compile. Without the tag, containers_stub_test.go
+// stands in and the integration tests still run against
+// MATERIALIZER_TEST_MONGODB_URI, or skip.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
+)
+
+// startContainer starts mongo:7 as a single-node replica set and returns
+// its connection string and a function that terminates it (non-nil
+// whenever a container was created, even when err is not nil).
+func startContainer(ctx context.Context) (uri string, stop func(), err error) {
+	c, err := tcmongo.Run(ctx, "mongo:7", tcmongo.WithReplicaSet("rs0"))
+	if c != nil {
+		stop = func() {
+			if err := testcontainers.TerminateContainer(c); err != nil {
+				fmt.Fprintln(os.Stderr, "terminate mongodb container:", err)
+			}
+		}
+	}
+	if err != nil {
+		return "", stop, err
+	}
+	uri, err = c.ConnectionString(ctx)
+	return uri, stop, err
+}
+
+// dockerHealthy reports within timeout whether a Docker engine answers.
+// The probe runs in a goroutine so a hanging socket cannot hang the test.
+func dockerHealthy(timeout time.Duration) error {
+	done := make(chan error, 1)
+	go func() {
+		p, err := testcontainers.NewDockerProvider()
+		if err != nil {
+			done <- err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		done <- p.Health(ctx) // closes the provider
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("docker did not answer within %v", timeout)
+	}
+}
