@@ -334,14 +334,24 @@ func (f *Fault) Error() string {
 
 func (f *Fault) Unwrap() error { return f.Err }
 
-// newFault classifies err from phase p and decides its action. An error
-// that already is a Fault keeps its decision (a rebuild's error passed on
-// by the batch that ran it).
-func newFault(ctx context.Context, p Phase, err error, onHistoryLost HistoryLostPolicy) *Fault {
+// decider turns errors into Faults and reports each decision once.
+type decider struct {
+	historyLost HistoryLostPolicy
+	decided     func(*Fault) // called for every new decision (metrics); may be nil
+}
+
+// fault classifies err, met in phase p, and decides its action. An error
+// that wraps a Fault already decided (a rebuild's error passed on by the
+// batch that ran it) keeps that decision and is not reported again.
+func (d decider) fault(ctx context.Context, p Phase, err error) *Fault {
 	var f *Fault
 	if errors.As(err, &f) {
 		return f
 	}
 	c := Classify(ctx, err)
-	return &Fault{Phase: p, Class: c, Action: decide(c, p, onHistoryLost), Err: err}
+	f = &Fault{Phase: p, Class: c, Action: decide(c, p, d.historyLost), Err: err}
+	if d.decided != nil {
+		d.decided(f)
+	}
+	return f
 }
