@@ -29,7 +29,7 @@ type Metrics struct {
 	CacheFailures   prometheus.Counter
 	BatchSeconds    prometheus.Histogram
 	UnresolvedPairs prometheus.Counter
-	MongoDBUp       prometheus.Gauge // 1 while the last MongoDB round trip (start-up checks, then each lease acquire/renewal) succeeded
+	MongoDBUp       prometheus.Gauge       // 1 while the last MongoDB round trip (start-up checks, then each lease acquire/renewal) succeeded
 	Decisions       *prometheus.CounterVec // fault policy decisions: class, phase, action
 }
 
