@@ -100,6 +100,7 @@ func populatedRegistry(t *testing.T) (*prometheus.Registry, *watch.Metrics) {
 	m.CacheFailures.Inc()
 	m.BatchSeconds.Observe(0.02)
 	m.UnresolvedPairs.Inc()
+	m.Decisions.WithLabelValues("transient", "stream_next", "reopen").Inc()
 
 	v := reflect.ValueOf(m).Elem()
 	for i := range v.NumField() {
