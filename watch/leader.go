@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,7 +40,8 @@ type Leader struct {
 	// renewal was sent (the write guard); expiry itself is the store's.
 	Now func() time.Time
 
-	id string // lease owner id of this process (see Owner)
+	id   string    // lease owner id of this process (see Owner)
+	once sync.Once // defaults, once: ID may be called while Run runs
 }
 
 // ID returns the lease owner id of this process: Owner, "#", and a random
@@ -132,7 +134,9 @@ func (l *Leader) fault(ctx context.Context, err error) *Fault {
 	return decider{decided: l.Metrics.countDecision}.fault(ctx, PhaseLease, err)
 }
 
-func (l *Leader) defaults() {
+func (l *Leader) defaults() { l.once.Do(l.setDefaults) }
+
+func (l *Leader) setDefaults() {
 	if l.Now == nil {
 		l.Now = time.Now
 	}
