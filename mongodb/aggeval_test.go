@@ -5,7 +5,8 @@ package mongodb
 // builders' filters, pipelines and updates DO to documents without a
 // server. It follows the server's documented semantics for the operators
 // it knows ($cond, $eq, $gt, $type, $objectToArray, $arrayToObject, $map,
-// $filter, $in, $size, $and, $ifNull, $add, $literal; query $or, $expr,
+// $filter, $in, $size, $and, $ifNull, $add, $literal, $concatArrays, the
+// variable $$REMOVE; query $or, $expr,
 // $exists, $lte, $in, $type; update $set with dotted paths, $addToSet with
 // $each, pipeline $set/$project/$match) and fails loudly on anything else.
 // It is a test oracle, not an emulator: the integration tests run the
@@ -223,6 +224,8 @@ func (e evaluator) eval(expr any) any {
 			parts := strings.Split(name, ".")
 			var base any
 			switch parts[0] {
+			case "REMOVE":
+				return missing
 			case "ROOT", "CURRENT":
 				base = e.root
 			default:
@@ -359,6 +362,19 @@ func (e evaluator) op(name string, arg any) any {
 			}
 		}
 		return false
+	case "$concatArrays":
+		out := bson.A{}
+		for _, x := range arg.(bson.A) {
+			switch v := e.eval(x).(type) {
+			case missingT, nil:
+				return nil // any null or missing argument makes the result null
+			case bson.A:
+				out = append(out, v...)
+			default:
+				panic(fmt.Sprintf("$concatArrays only supports arrays, not %s", typeName(v)))
+			}
+		}
+		return out
 	case "$objectToArray":
 		switch v := e.eval(arg).(type) {
 		case missingT, nil:
@@ -590,13 +606,11 @@ func runPipeline(docs []bson.D, pipeline bson.A) []bson.D {
 					res = append(res, bson.E{Key: "_id", Value: id})
 				}
 				for _, f := range stage[0].Value.(bson.D) {
-					var v any
 					if n, ok := number(f.Value); ok && n == 1 {
-						v = lookupD(doc, f.Key)
-					} else {
-						v = ev.eval(f.Value)
+						res = includePath(res, doc, strings.Split(f.Key, "."))
+						continue
 					}
-					if v != missing {
+					if v := ev.eval(f.Value); v != missing {
 						res = append(res, bson.E{Key: f.Key, Value: v})
 					}
 				}
@@ -608,6 +622,26 @@ func runPipeline(docs []bson.D, pipeline bson.A) []bson.D {
 		docs = out
 	}
 	return docs
+}
+
+// includePath adds the inclusion projection of a (dotted) path of doc to
+// res as the server does: a missing field is left out; through an
+// embedded document, the document is included with only the projected
+// subfields (possibly none: {a: {}}); a scalar on the way is left out.
+func includePath(res, doc bson.D, path []string) bson.D {
+	v := lookupD(doc, path[0])
+	if v == missing {
+		return res
+	}
+	if len(path) == 1 {
+		return setPath(res, path, v)
+	}
+	sub, ok := v.(bson.D)
+	if !ok {
+		return res
+	}
+	cur, _ := lookupD(res, path[0]).(bson.D)
+	return setPath(res, path[:1], includePath(append(bson.D{}, cur...), sub, path[1:]))
 }
 
 // applyUpdate applies an update document ($set, $addToSet with $each) or

@@ -127,7 +127,7 @@ func BenchmarkIntegrationRebuild(b *testing.B) {
 	for b.Loop() {
 		start := time.Now()
 		n := 0
-		err := find(ctx, db.submissions, bson.D{}, options.Find().SetSort(bson.D{{Key: "user", Value: 1}, {Key: "problem", Value: 1},
+		err := db.find(ctx, db.submissions, bson.D{}, options.Find().SetSort(bson.D{{Key: "user", Value: 1}, {Key: "problem", Value: 1},
 			{Key: "timestamp", Value: 1}, {Key: "_id", Value: 1}}).SetProjection(submissionProjection), func(bson.Raw) error { n++; return nil })
 		if err != nil {
 			b.Fatal(err)

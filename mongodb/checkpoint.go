@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/normal-oj/noj-materializer/resume"
+	"github.com/normal-oj/noj-materializer/watch"
 )
 
 // The lease and the checkpoint live in ONE document of
@@ -48,7 +49,7 @@ func (d *DB) LoadCheckpoint(ctx context.Context) (resume.Checkpoint, bool, error
 		return resume.Checkpoint{}, false, nil
 	}
 	if err != nil {
-		return resume.Checkpoint{}, false, fmt.Errorf("load checkpoint from %s: %w", d.state.Name(), err)
+		return resume.Checkpoint{}, false, fail(d.cfg.Database, needs(d.state.Name(), "find"), "load checkpoint from "+d.state.Name(), err)
 	}
 	if doc.Checkpoint == nil {
 		return resume.Checkpoint{}, false, nil
@@ -78,7 +79,7 @@ func saveCheckpointWrite(cp resume.Checkpoint) (filter, update bson.D, upsert bo
 // stream start there could never be resumed from.
 func (d *DB) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error {
 	if d.standalone {
-		return fmt.Errorf("save checkpoint: %w", ErrStandalone)
+		return watch.WithClass(watch.NotPrimary, fmt.Errorf("save checkpoint: %w", ErrStandalone))
 	}
 	filter, update, upsert := saveCheckpointWrite(cp)
 	wctx, cancel := d.writeCtx(ctx)
@@ -90,7 +91,7 @@ func (d *DB) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error {
 		return fmt.Errorf("save checkpoint at epoch 0: a lease exists: %w", resume.ErrFenced)
 	}
 	if err != nil {
-		return fmt.Errorf("save checkpoint to %s: %w", d.state.Name(), err)
+		return fail(d.cfg.Database, needs(d.state.Name(), "update", "insert"), "save checkpoint to "+d.state.Name(), err)
 	}
 	if res.MatchedCount == 0 && res.UpsertedCount == 0 {
 		return fmt.Errorf("save checkpoint at epoch %d: %w", cp.Epoch, resume.ErrFenced)
@@ -155,7 +156,7 @@ func (d *DB) Acquire(ctx context.Context, owner string, ttl time.Duration) (resu
 	filter, update := acquireWrite(owner, ttl)
 	l, ok, err := d.leaseUpdate(ctx, filter, update, true)
 	if err != nil {
-		return resume.Lease{}, false, fmt.Errorf("acquire lease in %s: %w", d.state.Name(), err)
+		return resume.Lease{}, false, fail(d.cfg.Database, leaseNeeds(d), "acquire lease in "+d.state.Name(), err)
 	}
 	return l, ok, nil
 }
@@ -167,10 +168,13 @@ func (d *DB) Renew(ctx context.Context, owner string, epoch int64, ttl time.Dura
 	filter, update := renewWrite(owner, epoch, ttl)
 	l, ok, err := d.leaseUpdate(ctx, filter, update, false)
 	if err != nil {
-		return resume.Lease{}, false, fmt.Errorf("renew lease in %s: %w", d.state.Name(), err)
+		return resume.Lease{}, false, fail(d.cfg.Database, leaseNeeds(d), "renew lease in "+d.state.Name(), err)
 	}
 	return l, ok, nil
 }
+
+// leaseNeeds is the privilege of the lease's findAndModify (with upsert).
+func leaseNeeds(d *DB) need { return needs(d.state.Name(), "find", "update", "insert") }
 
 // leaseUpdate runs one findAndModify of the state document returning the
 // lease after the update (mongo.Collection.FindOneAndUpdate with
@@ -213,7 +217,7 @@ func (d *DB) Release(ctx context.Context, owner string, epoch int64) error {
 		bson.D{{Key: "_id", Value: stateID}, {Key: fieldLease + ".owner", Value: owner}, {Key: fieldLease + ".epoch", Value: epoch}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: fieldLease + ".expires", Value: time.Time{}}}}})
 	if err != nil {
-		return fmt.Errorf("release lease in %s: %w", d.state.Name(), err)
+		return fail(d.cfg.Database, needs(d.state.Name(), "update"), "release lease in "+d.state.Name(), err)
 	}
 	return nil
 }
@@ -230,7 +234,7 @@ func (d *DB) Current(ctx context.Context) (resume.Lease, bool, error) {
 		return resume.Lease{}, false, nil
 	}
 	if err != nil {
-		return resume.Lease{}, false, fmt.Errorf("read lease from %s: %w", d.state.Name(), err)
+		return resume.Lease{}, false, fail(d.cfg.Database, needs(d.state.Name(), "find"), "read lease from "+d.state.Name(), err)
 	}
 	if doc.Lease == nil {
 		return resume.Lease{}, false, nil

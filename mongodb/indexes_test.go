@@ -85,7 +85,7 @@ func TestEnsureIndexesListsFirstAndBuildsWithoutDeadline(t *testing.T) {
 		"problem": {spec(t, "hw", bson.D{{Key: "homeworks", Value: int64(1)}})},
 	}}
 	var announced []string
-	if err := ensureIndexes(ctx, f, func(ix IndexBuild) { announced = append(announced, ix.Name) }); err != nil {
+	if err := ensureIndexes(ctx, f, func(ix IndexBuild) { announced = append(announced, ix.Name) }, 0); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"list submission", "list problem", "create submission " + scanIndexName}
@@ -103,7 +103,7 @@ func TestEnsureIndexesListsFirstAndBuildsWithoutDeadline(t *testing.T) {
 	// Everything present now: one listIndexes per collection, no build.
 	f.calls = nil
 	announced = nil
-	if err := ensureIndexes(ctx, f, func(ix IndexBuild) { announced = append(announced, ix.Name) }); err != nil {
+	if err := ensureIndexes(ctx, f, func(ix IndexBuild) { announced = append(announced, ix.Name) }, 0); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(f.calls, []string{"list submission", "list problem"}) || announced != nil {
@@ -117,7 +117,7 @@ func TestEnsureIndexesDeadlinePassesBuildContinues(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	f := &fakeIndexes{specs: map[string][]mongo.IndexSpecification{}, block: true}
-	if err := ensureIndexes(ctx, f, nil); err != nil {
+	if err := ensureIndexes(ctx, f, nil, 0); err != nil {
 		t.Fatalf("builds outlasting the start-up deadline failed: %v", err)
 	}
 	if len(f.created) != len(indexes) {
@@ -132,7 +132,7 @@ func TestEnsureIndexesDeadlinePassesBuildContinues(t *testing.T) {
 	sig, stop := context.WithCancel(context.Background())
 	f = &fakeIndexes{specs: map[string][]mongo.IndexSpecification{}, block: true}
 	time.AfterFunc(20*time.Millisecond, stop)
-	err := ensureIndexes(sig, f, nil)
+	err := ensureIndexes(sig, f, nil, 0)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled start-up: %v, want context.Canceled", err)
 	}
@@ -157,3 +157,5 @@ func TestSameKeys(t *testing.T) {
 		}
 	}
 }
+
+func (f *fakeIndexes) database() string { return "normal-oj" }

@@ -78,6 +78,10 @@ type Config struct {
 	// commands that need no change stream (verify, status, seed, explain,
 	// and a rebuild that saves no stream start). Without it Open refuses one.
 	AllowStandalone bool
+	// Writes says the command writes (run, rebuild, seed): Open then
+	// refuses a server that is not a writable primary, such as a
+	// secondary reached with directConnection=true.
+	Writes bool
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -114,6 +118,16 @@ type DB struct {
 	// standalone is true on a standalone mongod (Config.AllowStandalone):
 	// no oplog, so no change stream and no cluster time.
 	standalone bool
+	// sharded is true through a mongos (hello's msg "isdbgrid"): the
+	// cluster time of a rebuild's hand-off comes from a change stream.
+	sharded bool
+
+	// written is the operationTime of the last acknowledged write of
+	// bulk (derived values, key index): reads under a batch read after it.
+	written writeClock
+	// handoff is the last hand-off time ClusterTime returned through a
+	// mongos: the scans read causally after it (afterHandoff).
+	handoff writeClock
 }
 
 var (
@@ -127,60 +141,117 @@ var (
 // materializer: it pings the primary, requires MongoDB 4.4 or newer
 // (buildInfo) and a replica set member or mongos (hello), since change
 // streams exist only there; with cfg.AllowStandalone a standalone mongod
-// is accepted too (see Standalone). Errors name the redacted URI and never
-// hold its password.
+// is accepted too (see Standalone). With cfg.Writes it also refuses a
+// member that cannot take writes (directConnection=true to a secondary).
+// Errors name the redacted URI, never hold its password, and are marked
+// with their class (watch.ClassOf): a refused deployment is
+// watch.NotPrimary or watch.Fatal.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
 	cfg = cfg.withDefaults()
-	redacted := Redact(cfg.URI)
-	secrets := uriSecrets(cfg.URI)
-	fail := func(format string, args ...any) error {
-		return scrub(fmt.Errorf("mongodb %s: "+format, append([]any{redacted}, args...)...), secrets)
-	}
-
 	// Reads go to the primary whatever the URI says: a lagging secondary
 	// could return a source older than the event being processed, and the
 	// value derived from it would be saved past that event.
 	client, err := mongo.Connect(clientOptions(cfg.URI))
 	if err != nil {
-		return nil, fail("connect: %w", err)
+		return nil, openError(cfg, classify(err), fmt.Errorf("connect: %w", err))
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = client.Disconnect(context.WithoutCancel(ctx))
-		}
-	}()
+	d, err := open(ctx, client, cfg)
+	if err != nil {
+		_ = client.Disconnect(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return d, nil
+}
+
+// openError is err of Open, naming the redacted URI, scrubbed of its
+// secrets and marked with class c.
+func openError(cfg Config, c watch.Class, err error) error {
+	return scrub(watch.WithClass(c, fmt.Errorf("mongodb %s: %w", Redact(cfg.URI), err)), uriSecrets(cfg.URI))
+}
+
+// open runs Open's checks on a connected client (cfg has its defaults).
+func open(ctx context.Context, client *mongo.Client, cfg Config) (*DB, error) {
+	failed := func(what string, err error) error {
+		return openError(cfg, classify(err), fmt.Errorf("%s: %w", what, err))
+	}
 	if err := client.Ping(ctx, nil); err != nil {
-		return nil, fail("ping: %w", err)
+		return nil, failed("ping", err)
 	}
 	admin := client.Database("admin")
 	bi, err := admin.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
 	if err != nil {
-		return nil, fail("buildInfo: %w", err)
+		return nil, failed("buildInfo", err)
 	}
 	version, _ := bi.Lookup("version").StringValueOK()
 	if err := checkVersion(version); err != nil {
-		return nil, fail("%w", err)
+		return nil, openError(cfg, watch.Fatal, err)
 	}
 	hello, err := helloResponse(ctx, admin)
 	if err != nil {
-		return nil, fail("%w", err)
+		return nil, failed("hello", err)
 	}
 	standalone, err := topology(hello, cfg.AllowStandalone)
 	if err != nil {
-		return nil, fail("%w", err)
+		return nil, openError(cfg, watch.NotPrimary, err)
+	}
+	if cfg.Writes {
+		if err := checkWritable(hello); err != nil {
+			return nil, openError(cfg, watch.NotPrimary, err)
+		}
 	}
 
 	d := newDB(client, cfg)
 	d.standalone = standalone
+	d.sharded = isMongos(hello)
 	if err := d.checkMajorityReads(ctx); err != nil {
-		return nil, fail("%w", err)
+		return nil, openError(cfg, watch.ClassOf(err), err)
 	}
-	ok = true
 	return d, nil
 }
 
-const codeReadConcernMajorityNotEnabled = 148
+// isMongos reports whether a hello response comes from a mongos.
+func isMongos(hello bson.Raw) bool {
+	msg, ok := hello.Lookup("msg").StringValueOK()
+	return ok && msg == "isdbgrid"
+}
+
+// checkWritable fails unless a hello (or isMaster) response comes from a
+// member that takes writes: a primary, a mongos or a standalone. Open's
+// commands go to the client's read preference, primary, so without
+// directConnection the driver routes hello to the primary; with
+// directConnection=true the topology is Single, the driver sends every
+// command to that one server whatever the read preference, and marks it
+// primaryPreferred so a secondary answers reads
+// (x/mongo/driver/operation.go:1910-1911), and on a secondary every
+// write, the lease's findAndModify first, would fail NotWritablePrimary
+// forever.
+func checkWritable(hello bson.Raw) error {
+	for _, k := range []string{"isWritablePrimary", "ismaster"} {
+		if w, ok := hello.Lookup(k).BooleanOK(); ok {
+			if w {
+				return nil
+			}
+			break
+		}
+	}
+	set, _ := hello.Lookup("setName").StringValueOK()
+	me, _ := hello.Lookup("me").StringValueOK()
+	var hosts []string
+	if arr, ok := hello.Lookup("hosts").ArrayOK(); ok {
+		vals, _ := arr.Values()
+		for _, v := range vals {
+			if h, ok := v.StringValueOK(); ok {
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	use := "the replica set's URI with replicaSet=<set name>"
+	if set != "" && len(hosts) > 0 {
+		use = fmt.Sprintf("the replica set's URI, mongodb://%s/?replicaSet=%s", strings.Join(hosts, ","), set)
+	}
+	return fmt.Errorf("the server %s is not the primary of replica set %q (a secondary reached with directConnection=true?): it takes no writes, and a direct connection never follows a fail-over; use %s (see docs/operations.md#requirements)",
+		me, set, use)
+}
 
 // checkMajorityReads runs one majority read. Every read of the adapter
 // has readConcern majority (newDB); a MongoDB 4.4 replica set started
@@ -203,10 +274,10 @@ func (d *DB) checkMajorityReads(ctx context.Context) error {
 	err := d.db.RunCommand(ctx, majorityProbeCommand(d.users.Name())).Err()
 	var ce mongo.CommandError
 	if errors.As(err, &ce) && ce.Code == codeReadConcernMajorityNotEnabled {
-		return fmt.Errorf("the server refuses majority reads (enableMajorityReadConcern=false), which every read of the materializer uses; enable it (see docs/operations.md#requirements): %w", err)
+		return watch.WithClass(watch.Fatal, fmt.Errorf("the server refuses majority reads (enableMajorityReadConcern=false), which every read of the materializer uses; enable it (see docs/operations.md#requirements): %w", err))
 	}
 	if err != nil {
-		return fmt.Errorf("majority read of %s: %w", d.users.Name(), err)
+		return fail(d.cfg.Database, needs(d.users.Name(), "find"), "majority read of "+d.users.Name(), err)
 	}
 	return nil
 }
@@ -252,7 +323,7 @@ func newDB(client *mongo.Client, cfg Config) *DB {
 // ends.
 func (d *DB) Close(ctx context.Context) error {
 	if err := d.client.Disconnect(ctx); err != nil {
-		return fmt.Errorf("mongodb: disconnect: %w", err)
+		return fail(d.cfg.Database, need{}, "mongodb: disconnect", err)
 	}
 	return nil
 }
@@ -273,8 +344,6 @@ func helloResponse(ctx context.Context, admin *mongo.Database) (bson.Raw, error)
 	}
 	return raw, nil
 }
-
-const codeCommandNotFound = 59
 
 // minMajor.minMinor is the oldest server the adapter supports.
 const minMajor, minMinor = 4, 4

@@ -190,7 +190,7 @@ func readAll(t *testing.T, db *DB) materialize.Docs {
 	ctx := testCtx(t)
 	all := func(coll string) []bson.Raw {
 		var out []bson.Raw
-		err := find(ctx, db.db.Collection(coll), bson.D{}, nil, func(raw bson.Raw) error {
+		err := db.find(ctx, db.db.Collection(coll), bson.D{}, nil, func(raw bson.Raw) error {
 			out = append(out, slices.Clone(raw))
 			return nil
 		})

@@ -137,59 +137,65 @@ func (timeoutNetErr) Temporary() bool { return true }
 
 var _ net.Error = timeoutNetErr{}
 
-func TestClassifyStreamError(t *testing.T) {
-	type kind int
-	const (
-		other kind = iota
-		lost
-		transient
-		impossible
-	)
+// TestClassify: every error class the adapter's one classification
+// function decides, over constructed driver errors (issue 16).
+func TestClassify(t *testing.T) {
+	overloaded := mongo.CommandError{Code: 462, Name: "IngressRequestRateLimitExceeded", Labels: []string{"SystemOverloadedError", "RetryableError"}}
 	cases := []struct {
 		name string
 		err  error
-		want kind
+		want watch.Class
 	}{
-		{"ChangeStreamHistoryLost", mongo.CommandError{Code: 286, Name: "ChangeStreamHistoryLost", Message: "Resume of change stream was not possible, as the resume point may no longer be in the oplog."}, lost},
-		{"280 history lost", mongo.CommandError{Code: 280, Name: "ChangeStreamFatalError", Message: "resume of change stream was not possible, as the resume point may no longer be in the oplog."}, lost},
-		{"280 other", mongo.CommandError{Code: 280, Name: "ChangeStreamFatalError", Message: "cannot resume stream: the stream was invalidated"}, other},
-		{"286 wrapped", fmt.Errorf("x: %w", mongo.CommandError{Code: 286}), lost},
-		{"network label", mongo.CommandError{Labels: []string{"NetworkError"}, Wrapped: errors.New("connection reset")}, transient},
-		{"resumable label", mongo.CommandError{Code: 1234, Labels: []string{"ResumableChangeStreamError"}}, transient},
-		{"retryable write label", mongo.CommandError{Code: 1234, Labels: []string{"RetryableWriteError"}}, transient},
-		{"NotWritablePrimary", mongo.CommandError{Code: 10107, Name: "NotWritablePrimary"}, transient},
-		{"PrimarySteppedDown", mongo.CommandError{Code: 189}, transient},
-		{"InterruptedDueToReplStateChange", mongo.CommandError{Code: 11602}, transient},
-		{"ShutdownInProgress", mongo.CommandError{Code: 91}, transient},
-		{"CursorNotFound", mongo.CommandError{Code: 43}, transient},
-		{"CappedPositionLost", mongo.CommandError{Code: 136}, transient},
-		{"deadline", fmt.Errorf("server selection error: %w", context.DeadlineExceeded), transient},
-		{"net timeout", fmt.Errorf("read: %w", timeoutNetErr{}), transient},
-		{"canceled", context.Canceled, other},
-		{"Unauthorized", mongo.CommandError{Code: 13, Name: "Unauthorized"}, other},
-		{"InvalidResumeToken", mongo.CommandError{Code: 260, Name: "InvalidResumeToken"}, impossible},
-		{"BSONObjectTooLarge", mongo.CommandError{Code: 10334, Name: "BSONObjectTooLarge", Message: "BSONObj size: 17000000 (0x1036640) is invalid. Size must be between 0 and 16793600(16MB)"}, impossible},
-		{"CursorKilled", mongo.CommandError{Code: 237, Name: "CursorKilled"}, transient},
-		{"Interrupted", mongo.CommandError{Code: 11601, Name: "Interrupted", Message: "operation was interrupted"}, transient},
-		{"ReadConcernMajorityNotAvailableYet", mongo.CommandError{Code: 134}, transient},
-		{"plain", errors.New("boom"), other},
+		{"ChangeStreamHistoryLost", mongo.CommandError{Code: 286, Name: "ChangeStreamHistoryLost", Message: "Resume of change stream was not possible, as the resume point may no longer be in the oplog."}, watch.HistoryLost},
+		{"280 history lost", mongo.CommandError{Code: 280, Name: "ChangeStreamFatalError", Message: "resume of change stream was not possible, as the resume point may no longer be in the oplog."}, watch.HistoryLost},
+		{"280 other", mongo.CommandError{Code: 280, Name: "ChangeStreamFatalError", Message: "cannot resume stream: the stream was invalidated"}, watch.Fatal},
+		{"286 wrapped", fmt.Errorf("x: %w", mongo.CommandError{Code: 286}), watch.HistoryLost},
+		{"network label", mongo.CommandError{Labels: []string{"NetworkError"}, Wrapped: errors.New("connection reset")}, watch.Transient},
+		{"resumable label", mongo.CommandError{Code: 1234, Labels: []string{"ResumableChangeStreamError"}}, watch.Transient},
+		{"retryable write label", mongo.CommandError{Code: 1234, Labels: []string{"RetryableWriteError"}}, watch.Transient},
+		{"RetryableError label", mongo.CommandError{Code: 1234, Labels: []string{"RetryableError"}}, watch.Transient},
+		{"SystemOverloadedError label", overloaded, watch.Overloaded},
+		{"SystemOverloadedError wrapped", fmt.Errorf("find: %w", overloaded), watch.Overloaded},
+		{"KeyNotFound", mongo.CommandError{Code: 211, Name: "KeyNotFound", Message: "No keys found for HMAC that is valid for time"}, watch.Transient},
+		{"QueryPlanKilled", mongo.CommandError{Code: 175, Name: "QueryPlanKilled", Message: "query plan killed :: caused by :: collection dropped"}, watch.Transient},
+		{"NotWritablePrimary", mongo.CommandError{Code: 10107, Name: "NotWritablePrimary"}, watch.Transient},
+		{"PrimarySteppedDown", mongo.CommandError{Code: 189}, watch.Transient},
+		{"InterruptedDueToReplStateChange", mongo.CommandError{Code: 11602}, watch.Transient},
+		{"ShutdownInProgress", mongo.CommandError{Code: 91}, watch.Transient},
+		{"CursorNotFound", mongo.CommandError{Code: 43}, watch.Transient},
+		{"CappedPositionLost", mongo.CommandError{Code: 136}, watch.Transient},
+		{"deadline", fmt.Errorf("server selection error: %w", context.DeadlineExceeded), watch.Transient},
+		{"net timeout", fmt.Errorf("read: %w", timeoutNetErr{}), watch.Transient},
+		{"canceled", context.Canceled, watch.Cancelled},
+		{"canceled with a network label", mongo.CommandError{Labels: []string{"NetworkError"}, Wrapped: context.Canceled}, watch.Cancelled},
+		{"Unauthorized", mongo.CommandError{Code: 13, Name: "Unauthorized"}, watch.Unauthorized},
+		{"Unauthorized as a write error", mongo.BulkWriteException{WriteErrors: writeErrs(13)}, watch.Unauthorized},
+		{"AuthenticationFailed", mongo.CommandError{Code: 18, Name: "AuthenticationFailed"}, watch.Unauthorized},
+		{"InvalidResumeToken", mongo.CommandError{Code: 260, Name: "InvalidResumeToken"}, watch.ResumeImpossible},
+		{"BSONObjectTooLarge", mongo.CommandError{Code: 10334, Name: "BSONObjectTooLarge", Message: "BSONObj size: 17000000 (0x1036640) is invalid. Size must be between 0 and 16793600(16MB)"}, watch.ResumeImpossible},
+		{"CursorKilled", mongo.CommandError{Code: 237, Name: "CursorKilled"}, watch.Overloaded},
+		{"Interrupted", mongo.CommandError{Code: 11601, Name: "Interrupted", Message: "operation was interrupted"}, watch.Overloaded},
+		{"ReadConcernMajorityNotAvailableYet", mongo.CommandError{Code: 134}, watch.Transient},
+		{"ReadConcernMajorityNotEnabled", mongo.CommandError{Code: 148}, watch.Fatal},
+		{"client disconnected", fmt.Errorf("find: %w", mongo.ErrClientDisconnected), watch.Fatal},
+		{"refused bulk write", mongo.BulkWriteException{WriteErrors: writeErrs(121)}, watch.Refused},
+		{"refused single write", mongo.WriteException{WriteErrors: mongo.WriteErrors{{Code: 10334, Message: "too large"}}}, watch.Refused},
+		{"ErrWriteRejected", fmt.Errorf("x: %w", watch.ErrWriteRejected), watch.Refused},
+		{"bulk write with a write concern error", mongo.BulkWriteException{WriteErrors: writeErrs(121), WriteConcernError: &mongo.WriteConcernError{Code: 64}}, watch.Transient},
+		{"bulk write, unknown code", mongo.BulkWriteException{WriteErrors: writeErrs(99999)}, watch.Transient},
+		{"bulk write, DuplicateKey of a racing upsert", mongo.BulkWriteException{WriteErrors: writeErrs(11000)}, watch.Transient},
+		{"marked already", watch.WithClass(watch.NotPrimary, errors.New("x")), watch.NotPrimary},
+		{"legacy sentinel", fmt.Errorf("x: %w", watch.ErrHistoryLost), watch.HistoryLost},
+		{"unknown code", mongo.CommandError{Code: 424242}, watch.Unclassified},
+		{"plain", errors.New("boom"), watch.Unclassified},
 	}
 	for _, c := range cases {
-		err := classifyStreamError("op", c.err)
-		got := other
-		switch {
-		case errors.Is(err, watch.ErrHistoryLost):
-			got = lost
-		case errors.Is(err, watch.ErrTransient):
-			got = transient
-		case errors.Is(err, watch.ErrResumeImpossible):
-			got = impossible
+		if got := classify(c.err); got != c.want {
+			t.Errorf("%s: classify(%v) = %s, want %s", c.name, c.err, got, c.want)
 		}
-		if got != c.want {
-			t.Errorf("%s: classified %v as %d, want %d", c.name, err, got, c.want)
-		}
-		if errors.Is(err, watch.ErrHistoryLost) && errors.Is(err, watch.ErrTransient) {
-			t.Errorf("%s: both sentinels", c.name)
+		err := fail("normal-oj", need{}, "op", c.err)
+		if got := watch.ClassOf(err); got != c.want && c.want != watch.Unclassified {
+			t.Errorf("%s: ClassOf(fail(...)) = %s, want %s", c.name, got, c.want)
 		}
 		if want, ok := c.err.(mongo.CommandError); ok {
 			// CommandError is not comparable (it holds slices): check by As.
@@ -197,14 +203,12 @@ func TestClassifyStreamError(t *testing.T) {
 			if !errors.As(err, &got) || got.Code != want.Code {
 				t.Errorf("%s: original error lost from the chain: %v", c.name, err)
 			}
-		} else if !errors.Is(err, c.err) {
-			t.Errorf("%s: original error lost from the chain: %v", c.name, err)
 		}
 		if !strings.HasPrefix(err.Error(), "op: ") {
 			t.Errorf("%s: no context: %v", c.name, err)
 		}
 	}
-	if classifyStreamError("op", nil) != nil {
+	if fail("normal-oj", need{}, "op", nil) != nil || classify(nil) != watch.Unclassified {
 		t.Error("nil error classified")
 	}
 }

@@ -2,9 +2,12 @@ package mongodb
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -21,9 +24,14 @@ import (
 // sorts, spilling to disk (allowDiskUse). Undecodable submissions go to
 // bad; an error from fn stops the scan and is returned.
 func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission) error, bad func(*materialize.DecodeError)) error {
+	ctx, end, err := causalCtx(d.afterHandoff(ctx), d.submissions, d.written.load())
+	if err != nil {
+		return fail(d.cfg.Database, needs(d.submissions.Name(), "find"), "scan submissions", err)
+	}
+	defer end()
 	hinted, err := hasIndex(ctx, d.submissions, scanIndexName)
 	if err != nil {
-		return fmt.Errorf("scan submissions: %w", err)
+		return fail(d.cfg.Database, needs(d.submissions.Name(), "listIndexes"), "scan submissions", err)
 	}
 	opts := options.Find().SetProjection(submissionProjection).SetSort(scanSort).SetAllowDiskUse(true)
 	if hinted {
@@ -31,7 +39,7 @@ func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission
 	}
 	cur, err := d.submissions.Find(ctx, bson.D{}, opts)
 	if err != nil {
-		return fmt.Errorf("scan submissions: %w", err)
+		return fail(d.cfg.Database, needs(d.submissions.Name(), "find"), "scan submissions", err)
 	}
 	var fnErr error
 	err = each(ctx, cur, func(raw bson.Raw) error {
@@ -50,7 +58,7 @@ func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission
 		return fnErr
 	}
 	if err != nil {
-		return fmt.Errorf("scan submissions: %w", err)
+		return fail(d.cfg.Database, needs(d.submissions.Name(), "find"), "scan submissions", err)
 	}
 	return nil
 }
@@ -76,17 +84,12 @@ func hasIndex(ctx context.Context, coll *mongo.Collection, name string) (bool, e
 	return false, nil
 }
 
-const (
-	codeUnauthorized      = 13
-	codeNamespaceNotFound = 26
-)
-
 // AllProblems implements watch.Scanner: every problem (_id, homeworks);
 // undecodable ones in bad.
 func (d *DB) AllProblems(ctx context.Context) ([]*materialize.Problem, []*materialize.DecodeError, error) {
 	var out []*materialize.Problem
 	var bad []*materialize.DecodeError
-	err := find(ctx, d.problems, bson.D{}, options.Find().SetProjection(problemProjection), func(raw bson.Raw) error {
+	err := d.find(d.afterHandoff(ctx), d.problems, bson.D{}, options.Find().SetProjection(problemProjection), func(raw bson.Raw) error {
 		p, err := materialize.DecodeProblem(raw)
 		if err != nil {
 			bad = append(bad, decodeError(materialize.CollProblem, raw, err))
@@ -107,7 +110,7 @@ func (d *DB) AllProblems(ctx context.Context) ([]*materialize.Problem, []*materi
 func (d *DB) AllHomeworks(ctx context.Context) ([]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
 	var out []*watch.HomeworkDoc
 	var bad []*materialize.DecodeError
-	err := d.readHomeworks(ctx, nil, nil,
+	err := d.readHomeworks(d.afterHandoff(ctx), nil, nil,
 		func(h *watch.HomeworkDoc) { out = append(out, h) },
 		func(e *materialize.DecodeError) { bad = append(bad, e) })
 	if err != nil {
@@ -121,7 +124,7 @@ func (d *DB) AllHomeworks(ctx context.Context) ([]*watch.HomeworkDoc, []*materia
 func (d *DB) AllUsers(ctx context.Context) (map[string]watch.StoredUser, []*materialize.DecodeError, error) {
 	out := make(map[string]watch.StoredUser)
 	var bad []*materialize.DecodeError
-	err := find(ctx, d.users, bson.D{}, options.Find().SetProjection(userProjection), func(raw bson.Raw) error {
+	err := d.find(d.afterHandoff(ctx), d.users, bson.D{}, options.Find().SetProjection(userProjection), func(raw bson.Raw) error {
 		name, err := materialize.DecodeUserID(raw)
 		if err != nil {
 			bad = append(bad, decodeError(materialize.CollUser, raw, err))
@@ -149,6 +152,11 @@ func (d *DB) AllUsers(ctx context.Context) (map[string]watch.StoredUser, []*mate
 // to a scan started after the call; every later one is re-delivered by a
 // change stream started at it (startAtOperationTime, inclusive).
 //
+// Through a mongos that majority read reaches the one shard owning the
+// checkpoint collection, and its operationTime is that shard's commit
+// point: a write on a lagging shard before it could be neither seen by
+// the scan nor streamed. There ClusterTime is streamClusterTime instead.
+//
 // On a standalone mongod (Standalone) there is no cluster time: it returns
 // the zero Timestamp and no error, so verify and a rebuild that saves no
 // stream start can run there.
@@ -156,13 +164,94 @@ func (d *DB) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 	if d.standalone {
 		return bson.Timestamp{}, nil
 	}
+	if d.sharded {
+		ts, err := d.streamClusterTime(ctx)
+		if err == nil {
+			d.handoff.advance(ts)
+		}
+		return ts, err
+	}
 	raw, err := d.db.RunCommand(ctx, clusterTimeCommand(d.state.Name())).Raw()
 	if err != nil {
-		return bson.Timestamp{}, fmt.Errorf("cluster time: find %s: %w", d.state.Name(), err)
+		return bson.Timestamp{}, fail(d.cfg.Database, needs(d.state.Name(), "find"), "cluster time: find "+d.state.Name(), err)
 	}
 	ts, err := clusterTimeOf(raw)
 	if err != nil {
-		return bson.Timestamp{}, fmt.Errorf("cluster time: %w", err)
+		return bson.Timestamp{}, watch.WithClass(watch.Fatal, fmt.Errorf("cluster time: %w", err))
+	}
+	return ts, nil
+}
+
+// afterHandoff returns ctx for a scan's read: through a mongos, causally
+// after the last hand-off time ClusterTime returned (watch.WithReadAfter,
+// which causalCtx turns into afterClusterTime), unless ctx already reads
+// after a time. A shard's majority read then waits until its committed
+// snapshot includes that time, so the scan sees every write of every
+// shard at or before the hand-off, whichever shard lags. On a replica set
+// ClusterTime is the majority commit point itself: nothing to wait for.
+func (d *DB) afterHandoff(ctx context.Context) context.Context {
+	t := d.handoff.load()
+	if !d.sharded || t.IsZero() {
+		return ctx
+	}
+	if _, ok := watch.ReadAfter(ctx); ok {
+		return ctx
+	}
+	return watch.WithReadAfter(ctx, t)
+}
+
+// streamClusterTime opens a change stream on the database with an empty
+// first batch (batchSize 0) and returns the cluster time of its
+// postBatchResumeToken, which the driver caches as the stream's resume
+// token when the first batch is empty (mongo/change_stream.go:396-401,
+// updatePbrtFromCommand). Through a mongos that token is the merged
+// stream's high-water mark: the earliest of every shard's (each shard's
+// stream has read its majority-committed oplog up to its own mark), so
+// every write of any shard at or before it is majority-committed, visible
+// to the scan that follows, and every later one is delivered by a stream
+// started at it. The stream is closed at once (killCursors, bounded by
+// closeTimeout).
+func (d *DB) streamClusterTime(ctx context.Context) (bson.Timestamp, error) {
+	cs, err := d.db.Watch(ctx, bson.A{}, options.ChangeStream().SetBatchSize(0))
+	if err != nil {
+		return bson.Timestamp{}, fail(d.cfg.Database, streamNeeds, "cluster time: open change stream", err)
+	}
+	defer func() {
+		cctx, cancel := boundClose(context.WithoutCancel(ctx))
+		defer cancel()
+		_ = cs.Close(cctx)
+	}()
+	ts, err := tokenTime(cs.ResumeToken())
+	if err != nil {
+		return bson.Timestamp{}, watch.WithClass(watch.Fatal, fmt.Errorf("cluster time: postBatchResumeToken: %w", err))
+	}
+	return ts, nil
+}
+
+// tokenTime returns the cluster time a resume token encodes. A token is
+// {_data: <hex string>}: the server's KeyString encoding of the token's
+// fields, clusterTime first (src/mongo/db/pipeline/resume_token.cpp,
+// ResumeToken::ResumeToken(const ResumeTokenData&)); a Timestamp is
+// encoded as the type byte 130 (0x82, KeyString CType kTimestamp)
+// followed by its 64 bits big-endian, seconds then increment.
+func tokenTime(token bson.Raw) (bson.Timestamp, error) {
+	if len(token) == 0 {
+		return bson.Timestamp{}, errors.New("no resume token")
+	}
+	data, ok := token.Lookup("_data").StringValueOK()
+	if !ok {
+		return bson.Timestamp{}, fmt.Errorf("resume token %s has no _data string", token)
+	}
+	b, err := hex.DecodeString(data)
+	if err != nil {
+		return bson.Timestamp{}, fmt.Errorf("resume token _data %q: %w", data, err)
+	}
+	if len(b) < 9 || b[0] != 0x82 {
+		return bson.Timestamp{}, fmt.Errorf("resume token _data %q does not start with a timestamp", data)
+	}
+	ts := bson.Timestamp{T: binary.BigEndian.Uint32(b[1:5]), I: binary.BigEndian.Uint32(b[5:9])}
+	if ts.IsZero() {
+		return bson.Timestamp{}, fmt.Errorf("resume token _data %q holds a zero timestamp", data)
 	}
 	return ts, nil
 }
@@ -213,28 +302,45 @@ func clusterTimeOf(resp bson.Raw) (bson.Timestamp, error) {
 
 // indexes are the indexes EnsureIndexes creates (see there for why).
 var indexes = []IndexBuild{
-	{materialize.CollSubmission, scanSort, scanIndexName},
-	{materialize.CollSubmission, bson.D{{Key: "problem", Value: 1}, {Key: "user", Value: 1}}, "problem_1_user_1"},
-	{materialize.CollProblem, bson.D{{Key: "homeworks", Value: 1}}, "homeworks_1"},
+	{Collection: materialize.CollSubmission, Keys: scanSort, Name: scanIndexName},
+	{Collection: materialize.CollSubmission, Keys: bson.D{{Key: "problem", Value: 1}, {Key: "user", Value: 1}}, Name: "problem_1_user_1"},
+	{Collection: materialize.CollProblem, Keys: bson.D{{Key: "homeworks", Value: 1}}, Name: "homeworks_1"},
 }
 
 // IndexBuild names one index EnsureIndexes builds: its collection, key
-// document and name.
+// document and name. Waiting is zero when the build is announced, and
+// how long the createIndexes has been waiting in the reports that follow
+// every IndexWaitReport while it has not returned.
 type IndexBuild struct {
 	Collection string
 	Keys       bson.D
 	Name       string
+	Waiting    time.Duration
 }
+
+// IndexWaitReport is how often EnsureIndexes reports a build that has not
+// finished. With commitQuorum "majority", a build that waits this long is
+// building a large collection, or waits for a majority of the
+// data-bearing voting members to finish it (a member down or far behind).
+const IndexWaitReport = time.Minute
 
 // indexAdmin is what EnsureIndexes needs from the server: listIndexes and
 // createIndexes on one collection of the database.
 type indexAdmin interface {
+	database() string
 	list(ctx context.Context, coll string) ([]mongo.IndexSpecification, error)
 	create(ctx context.Context, coll string, model mongo.IndexModel) error
 }
 
 // driverIndexes is indexAdmin on a database through the driver.
-type driverIndexes struct{ db *mongo.Database }
+// standalone: no commitQuorum (a standalone refuses the field,
+// SERVER-39532).
+type driverIndexes struct {
+	db         *mongo.Database
+	standalone bool
+}
+
+func (a driverIndexes) database() string { return a.db.Name() }
 
 func (a driverIndexes) list(ctx context.Context, coll string) ([]mongo.IndexSpecification, error) {
 	specs, err := a.db.Collection(coll).Indexes().ListSpecifications(ctx)
@@ -245,8 +351,21 @@ func (a driverIndexes) list(ctx context.Context, coll string) ([]mongo.IndexSpec
 	return specs, err
 }
 
+// create sends one createIndexes with commitQuorum "majority"
+// (options.CreateIndexes().SetCommitQuorumMajority,
+// mongo/options/indexoptions.go:96; the driver adds the field for wire
+// version 9, MongoDB 4.4, and up, mongo/op_create_indexes.go:79-84). The
+// server's default, "votingMembers", waits for every data-bearing voting
+// member: with one of them down the build, and so start-up, would wait
+// until it returns (SERVER-65670). With "majority" the primary commits
+// the build once a majority has built it; a member that was down builds
+// it when it catches up.
 func (a driverIndexes) create(ctx context.Context, coll string, model mongo.IndexModel) error {
-	_, err := a.db.Collection(coll).Indexes().CreateOne(ctx, model)
+	opts := options.CreateIndexes()
+	if !a.standalone {
+		opts.SetCommitQuorumMajority()
+	}
+	_, err := a.db.Collection(coll).Indexes().CreateOne(ctx, model, opts)
 	return err
 }
 
@@ -282,10 +401,10 @@ func (a driverIndexes) create(ctx context.Context, coll string, model mongo.Inde
 // exclusive locks only at start and end) but take time on a large
 // submission collection.
 func (d *DB) EnsureIndexes(ctx context.Context, building func(IndexBuild)) error {
-	return ensureIndexes(ctx, driverIndexes{d.db}, building)
+	return ensureIndexes(ctx, driverIndexes{db: d.db, standalone: d.standalone}, building, IndexWaitReport)
 }
 
-func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBuild)) error {
+func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBuild), report time.Duration) error {
 	var missing []IndexBuild
 	listed := make(map[string][]mongo.IndexSpecification)
 	for _, ix := range indexes {
@@ -293,7 +412,7 @@ func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBui
 		if !ok {
 			var err error
 			if specs, err = admin.list(ctx, ix.Collection); err != nil {
-				return fmt.Errorf("list indexes of %s: %w", ix.Collection, err)
+				return fail(admin.database(), needs(ix.Collection, "listIndexes"), "list indexes of "+ix.Collection, err)
 			}
 			listed[ix.Collection] = specs
 		}
@@ -311,16 +430,45 @@ func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBui
 			building(ix)
 		}
 		model := mongo.IndexModel{Keys: ix.Keys, Options: options.Index().SetName(ix.Name)}
+		stop := reportWaiting(ix, building, report)
 		err := admin.create(bctx, ix.Collection, model)
+		stop()
 		var ce mongo.CommandError
 		if errors.As(err, &ce) && ce.Code == codeIndexOptionsConflict {
 			continue // same keys, another name (created meanwhile): the queries use it all the same
 		}
 		if err != nil {
-			return fmt.Errorf("create index %s on %s: %w", ix.Name, ix.Collection, err)
+			return fail(admin.database(), needs(ix.Collection, "createIndex"), fmt.Sprintf("create index %s on %s", ix.Name, ix.Collection), err)
 		}
 	}
 	return nil
+}
+
+// reportWaiting calls building with ix and the time waited every report
+// until stop is called (nothing when building is nil).
+func reportWaiting(ix IndexBuild, building func(IndexBuild), report time.Duration) (stop func()) {
+	if building == nil || report <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(report)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				w := ix
+				w.Waiting = now.Sub(start)
+				building(w)
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
 
 // withoutDeadline returns a context carrying ctx's values, with no
@@ -370,5 +518,3 @@ func toFloat(v any) (float64, bool) {
 	}
 	return 0, false
 }
-
-const codeIndexOptionsConflict = 85

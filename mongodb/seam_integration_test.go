@@ -77,7 +77,7 @@ func TestIntegrationEnsureIndexesNoMaxTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	var built []string
-	if err := ensureIndexes(ctx, driverIndexes{mdb}, func(ix IndexBuild) { built = append(built, ix.Name) }); err != nil {
+	if err := ensureIndexes(ctx, driverIndexes{db: mdb}, func(ix IndexBuild) { built = append(built, ix.Name) }, 0); err != nil {
 		t.Fatal(err)
 	}
 	if len(built) != len(indexes) {
@@ -96,7 +96,7 @@ func TestIntegrationEnsureIndexesNoMaxTime(t *testing.T) {
 		t.Error("no listIndexes before building")
 	}
 	built = nil
-	if err := ensureIndexes(ctx, driverIndexes{mdb}, func(ix IndexBuild) { built = append(built, ix.Name) }); err != nil {
+	if err := ensureIndexes(ctx, driverIndexes{db: mdb}, func(ix IndexBuild) { built = append(built, ix.Name) }, 0); err != nil {
 		t.Fatal(err)
 	}
 	if built != nil || len(log.named("createIndexes")) != len(indexes) {
@@ -164,14 +164,19 @@ func TestIntegrationWriteRejectedOnlyForGood(t *testing.T) {
 // point, as the server would send them.
 func TestIntegrationStreamErrorClasses(t *testing.T) {
 	cases := []struct {
-		cmd  string
-		code int
-		want error
+		cmd   string
+		code  int
+		want  error
+		class watch.Class
 	}{
-		{"getMore", 237, watch.ErrTransient},
-		{"getMore", 11601, watch.ErrTransient},
-		{"getMore", 10334, watch.ErrResumeImpossible},
-		{"aggregate", 260, watch.ErrResumeImpossible},
+		{"getMore", 237, watch.ErrTransient, watch.Overloaded},
+		{"getMore", 11601, watch.ErrTransient, watch.Overloaded},
+		{"getMore", 10334, watch.ErrResumeImpossible, watch.ResumeImpossible},
+		{"aggregate", 260, watch.ErrResumeImpossible, watch.ResumeImpossible},
+		// Issue 16 defect 10: not resumable for the driver on 4.4+, and
+		// never fatal.
+		{"getMore", 211, watch.ErrTransient, watch.Transient},
+		{"getMore", 175, watch.ErrTransient, watch.Transient},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s_%d", c.cmd, c.code), func(t *testing.T) {
@@ -194,6 +199,9 @@ func TestIntegrationStreamErrorClasses(t *testing.T) {
 			}
 			if !errors.Is(err, c.want) {
 				t.Errorf("code %d on %s: %v, want %v", c.code, c.cmd, err, c.want)
+			}
+			if got := watch.ClassOf(err); got != c.class {
+				t.Errorf("code %d on %s: class %s, want %s", c.code, c.cmd, got, c.class)
 			}
 		})
 	}

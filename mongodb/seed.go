@@ -21,7 +21,7 @@ var ErrNotEmpty = errors.New("refusing to add demo data to a database that has s
 func (d *DB) Seed(ctx context.Context, docs map[string][]bson.Raw) (int, error) {
 	n, err := d.submissions.EstimatedDocumentCount(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("seed: count submissions: %w", err)
+		return 0, fail(d.cfg.Database, needs(d.submissions.Name(), "find"), "seed: count submissions", err)
 	}
 	if n > 0 {
 		return 0, fmt.Errorf("seed: database %s already holds %d submissions: %w", d.cfg.Database, n, ErrNotEmpty)
@@ -35,7 +35,7 @@ func (d *DB) Seed(ctx context.Context, docs map[string][]bson.Raw) (int, error) 
 			}
 			res, err := d.db.Collection(coll).InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
 			if err != nil {
-				return total, fmt.Errorf("seed %s: %w", coll, err)
+				return total, fail(d.cfg.Database, needs(coll, "insert"), "seed "+coll, err)
 			}
 			total += len(res.InsertedIDs)
 		}

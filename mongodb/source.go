@@ -17,7 +17,13 @@ import (
 // each iterates cur, calling fn with each document, and closes it. The
 // document is only valid during the call (clone it to keep it).
 func each(ctx context.Context, cur *mongo.Cursor, fn func(bson.Raw) error) error {
-	defer cur.Close(context.WithoutCancel(ctx))
+	defer func() {
+		// The close outlives a cancelled ctx (a killCursors spares the
+		// server the cursor) but not closeTimeout.
+		cctx, cancel := boundClose(context.WithoutCancel(ctx))
+		defer cancel()
+		_ = cur.Close(cctx)
+	}()
 	for cur.Next(ctx) {
 		if err := fn(cur.Current); err != nil {
 			return err
@@ -29,16 +35,24 @@ func each(ctx context.Context, cur *mongo.Cursor, fn func(bson.Raw) error) error
 // causalCtx returns ctx for one read on coll: when ctx carries
 // watch.ReadAfter(t), a context holding a new causally consistent session
 // (mongo/session.go:63 NewSessionContext) whose operationTime is advanced
-// to t (mongo/session.go:397 AdvanceOperationTime), so the driver sends
-// readConcern {level: <the collection's, majority>, afterClusterTime: t}
+// to the later of t and written, the operationTime of the daemon's own
+// last acknowledged write (writeClock; mongo/session.go:397
+// AdvanceOperationTime), so the driver sends readConcern {level: <the
+// collection's, majority>, afterClusterTime: that time}
 // (x/mongo/driver/operation.go:1637-1641): the server answers only once
-// its majority-committed snapshot includes t, the batch's last event.
-// Reads stay on the primary (the client's read preference). end ends the
+// its majority-committed snapshot includes the batch's last event and
+// the daemon's own writes. Without the latter, a read after a fail-over
+// could come from a snapshot before the daemon's last write, and a value
+// equal to that stale one would be skipped as "already stored". Reads
+// stay on the primary (the client's read preference). end ends the
 // session.
-func causalCtx(ctx context.Context, coll *mongo.Collection) (_ context.Context, end func(), err error) {
+func causalCtx(ctx context.Context, coll *mongo.Collection, written bson.Timestamp) (_ context.Context, end func(), err error) {
 	t, ok := watch.ReadAfter(ctx)
 	if !ok {
 		return ctx, func() {}, nil
+	}
+	if t.Before(written) {
+		t = written
 	}
 	sess, err := coll.Database().Client().StartSession(options.Session().SetCausalConsistency(true))
 	if err != nil {
@@ -53,39 +67,41 @@ func causalCtx(ctx context.Context, coll *mongo.Collection) (_ context.Context, 
 
 // find runs a find on coll and calls fn with each document (causally
 // after watch.ReadAfter(ctx) when set).
-func find(ctx context.Context, coll *mongo.Collection, filter any, opts *options.FindOptionsBuilder, fn func(bson.Raw) error) error {
+func (d *DB) find(ctx context.Context, coll *mongo.Collection, filter any, opts *options.FindOptionsBuilder, fn func(bson.Raw) error) error {
 	if opts == nil {
 		opts = options.Find()
 	}
-	ctx, end, err := causalCtx(ctx, coll)
+	db, op, n := coll.Database().Name(), "find "+coll.Name(), needs(coll.Name(), "find")
+	ctx, end, err := causalCtx(ctx, coll, d.written.load())
 	if err != nil {
-		return fmt.Errorf("find %s: %w", coll.Name(), err)
+		return fail(db, n, op, err)
 	}
 	defer end()
 	cur, err := coll.Find(ctx, filter, opts)
 	if err != nil {
-		return fmt.Errorf("find %s: %w", coll.Name(), err)
+		return fail(db, n, op, err)
 	}
 	if err := each(ctx, cur, fn); err != nil {
-		return fmt.Errorf("find %s: %w", coll.Name(), err)
+		return fail(db, n, op, err)
 	}
 	return nil
 }
 
 // aggregate runs a pipeline on coll and calls fn with each result
 // (causally after watch.ReadAfter(ctx) when set).
-func aggregate(ctx context.Context, coll *mongo.Collection, pipeline bson.A, fn func(bson.Raw) error) error {
-	ctx, end, err := causalCtx(ctx, coll)
+func (d *DB) aggregate(ctx context.Context, coll *mongo.Collection, pipeline bson.A, fn func(bson.Raw) error) error {
+	db, op, n := coll.Database().Name(), "aggregate "+coll.Name(), needs(coll.Name(), "find")
+	ctx, end, err := causalCtx(ctx, coll, d.written.load())
 	if err != nil {
-		return fmt.Errorf("aggregate %s: %w", coll.Name(), err)
+		return fail(db, n, op, err)
 	}
 	defer end()
 	cur, err := coll.Aggregate(ctx, pipeline)
 	if err != nil {
-		return fmt.Errorf("aggregate %s: %w", coll.Name(), err)
+		return fail(db, n, op, err)
 	}
 	if err := each(ctx, cur, fn); err != nil {
-		return fmt.Errorf("aggregate %s: %w", coll.Name(), err)
+		return fail(db, n, op, err)
 	}
 	return nil
 }
@@ -124,7 +140,7 @@ func (d *DB) Submissions(ctx context.Context, users []string, pairs []materializ
 	seen := make(map[string]bool)
 	opts := options.Find().SetProjection(submissionProjection)
 	for _, f := range submissionFilters(users, pairs, queryTerms) {
-		err := find(ctx, d.submissions, f, opts, func(raw bson.Raw) error {
+		err := d.find(ctx, d.submissions, f, opts, func(raw bson.Raw) error {
 			k := idKey(raw)
 			if seen[k] {
 				return nil
@@ -152,7 +168,7 @@ func (d *DB) SubmissionsByID(ctx context.Context, ids []bson.ObjectID) ([]materi
 	var bad []*materialize.DecodeError
 	opts := options.Find().SetProjection(submissionProjection)
 	for chunk := range slices.Chunk(ids, queryTerms) {
-		err := find(ctx, d.submissions, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
+		err := d.find(ctx, d.submissions, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
 			s, err := materialize.DecodeSubmission(raw)
 			if err != nil {
 				bad = append(bad, decodeError(materialize.CollSubmission, raw, err))
@@ -175,7 +191,7 @@ func (d *DB) Problems(ctx context.Context, ids []int64) (map[int64]*materialize.
 	var bad []*materialize.DecodeError
 	opts := options.Find().SetProjection(problemProjection)
 	for chunk := range slices.Chunk(ids, queryTerms) {
-		err := find(ctx, d.problems, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
+		err := d.find(ctx, d.problems, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
 			p, err := materialize.DecodeProblem(raw)
 			if err != nil {
 				bad = append(bad, decodeError(materialize.CollProblem, raw, err))
@@ -203,7 +219,7 @@ func (d *DB) ProblemsListing(ctx context.Context, homeworks []bson.ObjectID) (ma
 		for _, h := range chunk {
 			want[h] = true
 		}
-		err := find(ctx, d.problems, bson.D{{Key: "homeworks", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
+		err := d.find(ctx, d.problems, bson.D{{Key: "homeworks", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
 			p, err := materialize.DecodeProblem(raw)
 			if err != nil {
 				return nil
@@ -259,7 +275,7 @@ func homeworkDoc(raw bson.Raw) (*watch.HomeworkDoc, error) {
 
 // readHomeworks runs homeworkPipeline and decodes each result.
 func (d *DB) readHomeworks(ctx context.Context, ids []bson.ObjectID, users []string, fn func(*watch.HomeworkDoc), bad func(*materialize.DecodeError)) error {
-	return aggregate(ctx, d.homeworks, homeworkPipeline(ids, users), func(raw bson.Raw) error {
+	return d.aggregate(ctx, d.homeworks, homeworkPipeline(ids, users), func(raw bson.Raw) error {
 		raw = slices.Clone(raw)
 		doc, err := homeworkDoc(raw)
 		if err != nil {
@@ -296,7 +312,7 @@ func (d *DB) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson
 	out := make(map[bson.ObjectID][]watch.EntryRef, len(homeworks))
 	var bad []*materialize.DecodeError
 	for chunk := range slices.Chunk(homeworks, queryTerms) {
-		err := aggregate(ctx, d.homeworks, entryKeysPipeline(chunk), func(raw bson.Raw) error {
+		err := d.aggregate(ctx, d.homeworks, entryKeysPipeline(chunk), func(raw bson.Raw) error {
 			id, ok := raw.Lookup("_id").ObjectIDOK()
 			if !ok {
 				return nil
@@ -346,7 +362,7 @@ func (d *DB) EntriesForProblems(ctx context.Context, problems []int64) (map[int6
 			keys[i] = materialize.ProblemKey(p)
 			byKey[keys[i]] = p
 		}
-		err := aggregate(ctx, d.homeworks, entriesForProblemsPipeline(keys), func(raw bson.Raw) error {
+		err := d.aggregate(ctx, d.homeworks, entriesForProblemsPipeline(keys), func(raw bson.Raw) error {
 			id, ok := raw.Lookup("_id").ObjectIDOK()
 			if !ok {
 				return nil
@@ -377,7 +393,7 @@ func (d *DB) Users(ctx context.Context, names []string) (map[string]watch.Stored
 	out := make(map[string]watch.StoredUser, len(names))
 	opts := options.Find().SetProjection(userProjection)
 	for chunk := range slices.Chunk(names, queryTerms) {
-		err := find(ctx, d.users, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
+		err := d.find(ctx, d.users, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
 			name, err := materialize.DecodeUserID(raw)
 			if err != nil {
 				return nil

@@ -27,17 +27,48 @@ import (
 //
 // fullDocument stays at its default (no updateLookup): the projected
 // insert/replace documents carry what Extract needs and updates carry only
-// changed field names. Errors wrap watch.ErrHistoryLost or
-// watch.ErrTransient as classifyStreamError decides.
+// changed field names. Errors are marked with their class (classify);
+// when ctx ended, watch.Cancelled.
 func (d *DB) Open(ctx context.Context, at watch.Position) (watch.Stream, error) {
 	cs, err := d.db.Watch(ctx, watch.Pipeline(), streamOptions(d.cfg, at))
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("open change stream: %w", err)
-		}
-		return nil, classifyStreamError("open change stream", err)
+		return nil, streamFail(ctx, d.cfg.Database, "open change stream", err)
 	}
-	return &Stream{cs: cs}, nil
+	return &Stream{cs: cs, db: d.cfg.Database}, nil
+}
+
+// streamNeeds is the privilege of a database-level change stream.
+var streamNeeds = needs("", "changeStream", "find")
+
+// streamFail marks err of a change stream operation: watch.Cancelled
+// when ctx ended (the driver's error then says little about the server),
+// else its class.
+func streamFail(ctx context.Context, db, op string, err error) error {
+	if ctx.Err() != nil {
+		return watch.WithClass(watch.Cancelled, fmt.Errorf("%s: %w", op, err))
+	}
+	return legacySentinel(fail(db, streamNeeds, op, err))
+}
+
+// legacySentinel adds to a classified stream error the sentinel the
+// engine tested before the fault policy read classes (errors.Is with
+// watch.ErrTransient, ErrHistoryLost, ErrResumeImpossible), so an engine
+// that still does keeps retrying, rebuilding or exiting as before. The
+// class stays the outermost mark, which watch.ClassOf reads. Remove once
+// no engine tests the sentinels.
+func legacySentinel(err error) error {
+	var s error
+	switch c := watch.ClassOf(err); c {
+	case watch.Transient, watch.Overloaded:
+		s = watch.ErrTransient
+	case watch.HistoryLost:
+		s = watch.ErrHistoryLost
+	case watch.ResumeImpossible:
+		s = watch.ErrResumeImpossible
+	default:
+		return err
+	}
+	return watch.WithClass(watch.ClassOf(err), fmt.Errorf("%w: %w", err, s))
 }
 
 // streamOptions returns the change stream options for cfg and at.
@@ -63,6 +94,7 @@ func streamOptions(cfg Config, at watch.Position) *options.ChangeStreamOptionsBu
 // concurrent use.
 type Stream struct {
 	cs *mongo.ChangeStream
+	db string // the database's name, for errors
 }
 
 // Next implements watch.Stream. It asks the server once for the next event
@@ -73,12 +105,12 @@ type Stream struct {
 // An event watch.DecodeEvent cannot fully read is still returned with
 // ok true, holding what could be read (at least its resume token), and an
 // error wrapping watch.ErrBadEvent and the decode error: the caller
-// reports it and moves past it. Any other error is fatal for this stream
-// (the caller closes it and reopens from its checkpoint) and wraps
-// watch.ErrHistoryLost or watch.ErrTransient when classifyStreamError
-// says so. A stream the server closed (after an invalidate event) returns
-// an error wrapping watch.ErrTransient. When ctx ends, its error is
-// returned unclassified and the stream is unusable.
+// reports it and moves past it. Any other error ends this stream (the
+// caller closes it and reopens from its checkpoint) and is marked with
+// its class (classify). A stream the server closed (cursor id 0 after an
+// invalidate event) returns a watch.Transient error: reopening after the
+// invalidate's token starts a new stream. When ctx ends, the error is
+// watch.Cancelled and the stream is unusable.
 func (s *Stream) Next(ctx context.Context) (watch.Event, bool, error) {
 	if s.cs.TryNext(ctx) {
 		raw := slices.Clone(s.cs.Current)
@@ -92,13 +124,10 @@ func (s *Stream) Next(ctx context.Context) (watch.Event, bool, error) {
 		return ev, true, nil
 	}
 	if err := s.cs.Err(); err != nil {
-		if ctx.Err() != nil {
-			return watch.Event{}, false, fmt.Errorf("change stream: %w", err)
-		}
-		return watch.Event{}, false, classifyStreamError("change stream", err)
+		return watch.Event{}, false, streamFail(ctx, s.db, "change stream", err)
 	}
 	if s.cs.ID() == 0 {
-		return watch.Event{}, false, fmt.Errorf("change stream closed by the server (invalidated): %w", watch.ErrTransient)
+		return watch.Event{}, false, legacySentinel(watch.WithClass(watch.Transient, errors.New("change stream closed by the server (invalidated)")))
 	}
 	return watch.Event{}, false, nil
 }
@@ -115,161 +144,17 @@ func (s *Stream) ResumeToken() bson.Raw {
 	return slices.Clone(t)
 }
 
-// Close implements watch.Stream: it kills the server cursor.
+// Close implements watch.Stream: it kills the server cursor
+// (killCursors) under ctx, so a caller's deadline bounds it when the
+// server is unreachable: ChangeStream.Close passes ctx to the cursor's
+// close (mongo/change_stream.go:609-623), which runs killCursors with it
+// (x/mongo/driver/batch_cursor.go, BatchCursor.Close). With a ctx without
+// deadline it is bounded by closeTimeout.
 func (s *Stream) Close(ctx context.Context) error {
+	ctx, cancel := boundClose(ctx)
+	defer cancel()
 	if err := s.cs.Close(ctx); err != nil {
-		return fmt.Errorf("close change stream: %w", err)
+		return fail(s.db, need{}, "close change stream", err)
 	}
 	return nil
-}
-
-// Server error codes the classification uses.
-const (
-	codeChangeStreamFatalError       = 280
-	codeChangeStreamHistoryLost      = 286
-	codeCappedPositionLost           = 136
-	codeCursorNotFound               = 43
-	codeExceededTimeLimit            = 262
-	codeMaxTimeMSExpired             = 50
-	codeInterruptedDueToReplChange   = 11602
-	codeInterruptedAtShutdown        = 11600
-	codeShutdownInProgress           = 91
-	codePrimarySteppedDown           = 189
-	codeNotWritablePrimary           = 10107
-	codeNotPrimaryNoSecondaryOk      = 13435
-	codeNotPrimaryOrSecondary        = 13436
-	codeHostUnreachable              = 6
-	codeHostNotFound                 = 7
-	codeNetworkTimeout               = 89
-	codeSocketException              = 9001
-	codeRetryChangeStream            = 234
-	codeFailedToSatisfyReadPref      = 133
-	codeStaleShardVersion            = 63
-	codeStaleEpoch                   = 150
-	codeStaleConfig                  = 13388
-	codeNetworkInterfaceExceededTime = 202
-	codeCursorKilled                 = 237
-	codeInterrupted                  = 11601
-	codeReadConcernMajorityNotYet    = 134
-	codeBSONObjectTooLarge           = 10334
-	codeInvalidResumeToken           = 260
-)
-
-// transientCodes are server errors after which reopening the stream from
-// the checkpoint is expected to work: the driver's resumable change stream
-// errors (resumableChangeStreamErrors, mongo/change_stream.go:42-60, which
-// the driver resumes once by itself, change_stream.go:757-767), step-down
-// and shutdown codes, CappedPositionLost (the oplog moved under a getMore;
-// the reopen decides whether history is lost), CursorKilled and
-// Interrupted (an operator's killOp or killCursors: the driver does not
-// resume those on 4.4+, change_stream.go:772-791, since the server does
-// not label them ResumableChangeStreamError) and
-// ReadConcernMajorityNotAvailableYet (the server's RetriableError
-// category, src/mongo/base/error_codes.yml).
-var transientCodes = []int{
-	codeHostUnreachable, codeHostNotFound, codeNetworkTimeout, codeShutdownInProgress,
-	codePrimarySteppedDown, codeExceededTimeLimit, codeSocketException, codeNotWritablePrimary,
-	codeInterruptedAtShutdown, codeInterruptedDueToReplChange, codeNotPrimaryNoSecondaryOk,
-	codeNotPrimaryOrSecondary, codeStaleShardVersion, codeStaleEpoch, codeStaleConfig,
-	codeRetryChangeStream, codeFailedToSatisfyReadPref, codeCursorNotFound, codeMaxTimeMSExpired,
-	codeCappedPositionLost, codeNetworkInterfaceExceededTime,
-	codeCursorKilled, codeInterrupted, codeReadConcernMajorityNotYet,
-}
-
-// resumeImpossibleCodes are server errors after which reopening at the
-// same checkpoint fails the same way forever: BSONObjectTooLarge (an
-// event over 16 MB at the resume point) and InvalidResumeToken (a token
-// the server cannot use).
-var resumeImpossibleCodes = []int{codeBSONObjectTooLarge, codeInvalidResumeToken}
-
-// transientLabels are error labels marking an error as transient.
-var transientLabels = []string{"ResumableChangeStreamError", "RetryableWriteError", "NetworkError", "TransientTransactionError"}
-
-// historyLostMessages identify a ChangeStreamFatalError (280) that means
-// the resume point left the oplog (servers before 4.2.x used 280 for it).
-var historyLostMessages = []string{"no longer be in the oplog", "resume token was not found", "history"}
-
-// classifyStreamError wraps err from opening or reading a change stream,
-// prefixed with op:
-//   - code 286 ChangeStreamHistoryLost, or 280 ChangeStreamFatalError whose
-//     message says the resume point left the oplog: watch.ErrHistoryLost;
-//   - network errors, errors labelled ResumableChangeStreamError,
-//     RetryableWriteError, NetworkError or TransientTransactionError,
-//     step-down, shutdown and other resumable codes, and timeouts
-//     (including server selection): watch.ErrTransient;
-//   - BSONObjectTooLarge (10334) or InvalidResumeToken (260):
-//     watch.ErrResumeImpossible (the engine rebuilds);
-//   - anything else: returned wrapped with op only.
-//
-// The driver already resumes once by itself on resumable errors; what
-// reaches here failed that resume or was not resumable for the driver.
-func classifyStreamError(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if isHistoryLost(err) {
-		return fmt.Errorf("%s: %w: %w", op, watch.ErrHistoryLost, err)
-	}
-	if isResumeImpossible(err) {
-		return fmt.Errorf("%s: %w: %w", op, watch.ErrResumeImpossible, err)
-	}
-	if isTransient(err) {
-		return fmt.Errorf("%s: %w: %w", op, watch.ErrTransient, err)
-	}
-	return fmt.Errorf("%s: %w", op, err)
-}
-
-func isHistoryLost(err error) bool {
-	var se mongo.ServerError
-	if !errors.As(err, &se) {
-		return false
-	}
-	if se.HasErrorCode(codeChangeStreamHistoryLost) {
-		return true
-	}
-	for _, m := range historyLostMessages {
-		if se.HasErrorCodeWithMessage(codeChangeStreamFatalError, m) {
-			return true
-		}
-	}
-	return false
-}
-
-func isResumeImpossible(err error) bool {
-	var se mongo.ServerError
-	if !errors.As(err, &se) {
-		return false
-	}
-	for _, c := range resumeImpossibleCodes {
-		if se.HasErrorCode(c) {
-			return true
-		}
-	}
-	return false
-}
-
-func isTransient(err error) bool {
-	if errors.Is(err, context.Canceled) {
-		return false
-	}
-	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
-		return true
-	}
-	var le mongo.LabeledError
-	if errors.As(err, &le) {
-		for _, l := range transientLabels {
-			if le.HasErrorLabel(l) {
-				return true
-			}
-		}
-	}
-	var se mongo.ServerError
-	if errors.As(err, &se) {
-		for _, c := range transientCodes {
-			if se.HasErrorCode(c) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -23,26 +23,32 @@ import (
 // Models the server refused for good (every write error of the chunk is a
 // permanentWriteCodes code and there is no write concern error or error
 // label) do not stop the other chunks; they are reported at the end
-// wrapped in watch.ErrWriteRejected, since retrying them cannot succeed.
-// Any other error (NotWritablePrimary, step-down, shutdown, network,
-// an unknown code) is returned as is: the engine retries the batch with
-// its backoff and saves no checkpoint past it.
-func (d *DB) bulk(ctx context.Context, coll *mongo.Collection, what string, models []mongo.WriteModel) error {
+// wrapped in watch.ErrWriteRejected and marked watch.Refused, since
+// retrying them cannot succeed. Any other error (NotWritablePrimary,
+// step-down, shutdown, network, an unknown code) stops at its chunk and
+// is marked with its class (classify; n names the privilege an
+// Unauthorized error lacks): the engine decides, and saves no checkpoint
+// past it.
+func (d *DB) bulk(ctx context.Context, coll *mongo.Collection, what string, n need, models []mongo.WriteModel) error {
 	var rejected []error
 	for chunk := range slices.Chunk(models, writeChunk) {
 		wctx, cancel := d.writeCtx(ctx)
-		_, err := coll.BulkWrite(wctx, chunk, bulkWriteOptions())
+		err := d.writeSession(wctx, func(ctx context.Context) error {
+			_, err := coll.BulkWrite(ctx, chunk, bulkWriteOptions())
+			return err
+		})
 		cancel()
-		if r, ok := rejectedForGood(err); ok {
+		if r, ok := refusedWrites(err); ok {
 			rejected = append(rejected, r...)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("write %d %s to %s: %w", len(chunk), what, coll.Name(), err)
+			return fail(d.cfg.Database, n, fmt.Sprintf("write %d %s to %s", len(chunk), what, coll.Name()), err)
 		}
 	}
 	if len(rejected) > 0 {
-		return fmt.Errorf("%d %s to %s refused: %w: %w", len(rejected), what, coll.Name(), errors.Join(rejected...), watch.ErrWriteRejected)
+		return watch.WithClass(watch.Refused,
+			fmt.Errorf("%d %s to %s refused: %w: %w", len(rejected), what, coll.Name(), errors.Join(rejected...), watch.ErrWriteRejected))
 	}
 	return nil
 }
@@ -76,26 +82,52 @@ var permanentWriteCodes = map[int]string{
 	17419: "Location17419 (document after update larger than 16 MB)",
 }
 
-// rejectedForGood reports whether err (from Collection.BulkWrite) is a
-// mongo.BulkWriteException (mongo/errors.go:695) whose write errors are
-// all permanent (permanentWriteCodes), with no write concern error (the
+// refusedWrites reports whether err (from Collection.BulkWrite or a
+// single-document write) is a mongo.BulkWriteException (mongo/errors.go:695)
+// or mongo.WriteException (errors.go:576) whose write errors are all
+// permanent (permanentWriteCodes), with no write concern error (the
 // writes may not be durable) and no error label (RetryableWriteError,
 // NetworkError... mark it retryable); it returns one error per refused
-// model. ok is false for nil and for every other error, which the caller
-// must retry.
-func rejectedForGood(err error) (rejected []error, ok bool) {
+// model. ok is false for nil and for every other error, which classify
+// calls Transient or worse.
+func refusedWrites(err error) (rejected []error, ok bool) {
+	type writeErr struct {
+		index, code int
+		msg         string
+	}
+	var errs []writeErr
 	var bwe mongo.BulkWriteException
-	if err == nil || !errors.As(err, &bwe) || len(bwe.WriteErrors) == 0 || bwe.WriteConcernError != nil ||
-		len(bwe.Labels) > 0 || mongo.IsNetworkError(err) {
+	var we mongo.WriteException
+	switch {
+	case err == nil:
+		return nil, false
+	case errors.As(err, &bwe):
+		if bwe.WriteConcernError != nil || len(bwe.Labels) > 0 {
+			return nil, false
+		}
+		for _, e := range bwe.WriteErrors {
+			errs = append(errs, writeErr{e.Index, e.Code, e.Message})
+		}
+	case errors.As(err, &we):
+		if we.WriteConcernError != nil || len(we.Labels) > 0 {
+			return nil, false
+		}
+		for _, e := range we.WriteErrors {
+			errs = append(errs, writeErr{e.Index, e.Code, e.Message})
+		}
+	default:
 		return nil, false
 	}
-	for _, we := range bwe.WriteErrors {
-		if _, permanent := permanentWriteCodes[we.Code]; !permanent {
+	if len(errs) == 0 || mongo.IsNetworkError(err) {
+		return nil, false
+	}
+	for _, e := range errs {
+		if _, permanent := permanentWriteCodes[e.code]; !permanent {
 			return nil, false
 		}
 	}
-	for _, we := range bwe.WriteErrors {
-		rejected = append(rejected, fmt.Errorf("model %d: code %d (%s): %s", we.Index, we.Code, permanentWriteCodes[we.Code], we.Message))
+	for _, e := range errs {
+		rejected = append(rejected, fmt.Errorf("model %d: code %d (%s): %s", e.index, e.code, permanentWriteCodes[e.code], e.msg))
 	}
 	return rejected, true
 }
@@ -112,7 +144,7 @@ func (d *DB) Apply(ctx context.Context, w *watch.Writes) error {
 	var rejected []error
 	userModels, entryModels := applyModels(w)
 	if len(userModels) > 0 {
-		if err := d.bulk(ctx, d.users, "user updates", userModels); err != nil {
+		if err := d.bulk(ctx, d.users, "user updates", needs(d.users.Name(), "update"), userModels); err != nil {
 			if !errors.Is(err, watch.ErrWriteRejected) {
 				return fmt.Errorf("apply: %w", err)
 			}
@@ -120,7 +152,7 @@ func (d *DB) Apply(ctx context.Context, w *watch.Writes) error {
 		}
 	}
 	if len(entryModels) > 0 {
-		if err := d.bulk(ctx, d.homeworks, "entry updates", entryModels); err != nil {
+		if err := d.bulk(ctx, d.homeworks, "entry updates", needs(d.homeworks.Name(), "update"), entryModels); err != nil {
 			if !errors.Is(err, watch.ErrWriteRejected) {
 				return fmt.Errorf("apply: %w", err)
 			}
@@ -128,7 +160,7 @@ func (d *DB) Apply(ctx context.Context, w *watch.Writes) error {
 		}
 	}
 	if len(rejected) > 0 {
-		return fmt.Errorf("apply: %w", errors.Join(rejected...))
+		return watch.WithClass(watch.Refused, fmt.Errorf("apply: %w", errors.Join(rejected...)))
 	}
 	return nil
 }
@@ -174,7 +206,7 @@ func (d *DB) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materializ
 		f, u := recordKeysWrite(id, pairs)
 		models = append(models, mongo.NewUpdateOneModel().SetFilter(f).SetUpdate(u).SetUpsert(true))
 	}
-	if err := d.bulk(ctx, d.keys, "key records", models); err != nil {
+	if err := d.bulk(ctx, d.keys, "key records", needs(d.keys.Name(), "update", "insert"), models); err != nil {
 		return fmt.Errorf("record keys: %w", err)
 	}
 	return nil
@@ -186,7 +218,7 @@ func (d *DB) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materializ
 func (d *DB) LookupKeys(ctx context.Context, ids []bson.ObjectID) (map[bson.ObjectID][]materialize.Pair, error) {
 	out := make(map[bson.ObjectID][]materialize.Pair, len(ids))
 	for chunk := range slices.Chunk(ids, queryTerms) {
-		err := find(ctx, d.keys, bson.D{{Key: "_id", Value: inValues(chunk)}}, nil, func(raw bson.Raw) error {
+		err := d.find(ctx, d.keys, bson.D{{Key: "_id", Value: inValues(chunk)}}, nil, func(raw bson.Raw) error {
 			id, ok := raw.Lookup("_id").ObjectIDOK()
 			if !ok {
 				return nil

@@ -16,10 +16,10 @@ func writeErrs(codes ...int) []mongo.BulkWriteError {
 	return out
 }
 
-// TestRejectedForGood pins issue 8 item 2: only an allowlist of permanent
+// TestRefusedWrites pins issue 8 item 2: only an allowlist of permanent
 // per-write codes is skipped for good; step-down, shutdown, network and
 // unknown codes, write concern errors and labelled errors are retried.
-func TestRejectedForGood(t *testing.T) {
+func TestRefusedWrites(t *testing.T) {
 	cases := []struct {
 		name      string
 		err       error
@@ -47,7 +47,7 @@ func TestRejectedForGood(t *testing.T) {
 		{"plain", errors.New("connection reset"), -1},
 	}
 	for _, c := range cases {
-		r, ok := rejectedForGood(c.err)
+		r, ok := refusedWrites(c.err)
 		got := -1
 		if ok {
 			got = len(r)

@@ -53,6 +53,11 @@ type Options struct {
 	MaxDiffs int
 	// Progress counts the documents read and processed (nil: silent).
 	Progress *progress.Reporter
+	// Write, when set, writes the corrected copy instead of a directory
+	// at Out (Out then only says that there is an output): it is called
+	// once, after the derivation, with the rewrites of the collections
+	// that change, as Dir.CopyTo takes them (an archive's writer).
+	Write func(ctx context.Context, rewrite map[string]dump.Rewrite) error
 
 	// userBits: 1<<userBits users per bucket of records (bucketUserBits
 	// when zero; tests make buckets tiny).
@@ -361,7 +366,8 @@ func (s *state) underived() uint32 { return uint32(len(s.problemIDs)) }
 
 // Run verifies dump d (Options.Out empty) or writes its corrected copy to
 // Options.Out: into a temporary sibling directory first, renamed into place
-// at the end, so a failed run leaves nothing that blocks a retry. The
+// at the end, so a failed run leaves nothing that blocks a retry (or
+// through Options.Write). The
 // report counts what drifted; the error is a *TooLargeError when a
 // corrected homework would exceed 16 MiB (the report is returned too), or
 // a read or write error.
@@ -370,7 +376,7 @@ func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, e
 		homeworks: make(map[bson.ObjectID]uint32), ids: make(map[string]uint32), dupKeys: make(map[string]uint32),
 		bad: make(map[string]map[string]*materialize.DecodeError)}
 	var tmp string
-	if opts.Out != "" {
+	if opts.Out != "" && opts.Write == nil {
 		// Created before any work, so an unwritable place fails at once.
 		parent := filepath.Dir(filepath.Clean(opts.Out))
 		if err := os.MkdirAll(parent, 0o755); err != nil {
@@ -401,6 +407,10 @@ func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, e
 	}
 	if err := s.checkSizes(); err != nil {
 		return s.rep, err
+	}
+	if opts.Out != "" && opts.Write != nil {
+		opts.Progress.Phase("writing")
+		return s.rep, opts.Write(ctx, s.rewrites())
 	}
 	if opts.Out == "" {
 		return s.rep, nil
@@ -1144,6 +1154,14 @@ func (s *state) checkSizes() error {
 	}
 	slices.SortFunc(over, func(a, b Oversized) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 	return &TooLargeError{Homeworks: over}
+}
+
+// rewrites are the collections a corrected copy changes, and how.
+func (s *state) rewrites() map[string]dump.Rewrite {
+	return map[string]dump.Rewrite{
+		materialize.CollUser:     s.writeUsers,
+		materialize.CollHomework: s.writeHomeworks,
+	}
 }
 
 func (s *state) writeUsers(emit func([]byte) error) error {

@@ -30,7 +30,7 @@ type Config struct {
 	CreateIndexes        bool          `envconfig:"MATERIALIZER_CREATE_INDEXES" default:"true" desc:"create the indexes the daemon reads with at start-up"`
 	LogLevel             string        `envconfig:"MATERIALIZER_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	LogFormat            string        `envconfig:"MATERIALIZER_LOG_FORMAT" default:"json" desc:"json or console"`
-	HTTPAddr             string        `envconfig:"MATERIALIZER_HTTP_ADDR" default:":9090" desc:"listen address of /metrics, /healthz and /readyz (empty: off)"`
+	HTTPAddr             string        `envconfig:"MATERIALIZER_HTTP_ADDR" default:"127.0.0.1:9464" desc:"listen address of /metrics, /healthz and /readyz (empty: off; the image sets :9464)"`
 	ReadyMaxLag          time.Duration `envconfig:"MATERIALIZER_READY_MAX_LAG" default:"60s" desc:"/readyz fails when the stream lags more than this"`
 	InstanceID           string        `envconfig:"MATERIALIZER_INSTANCE_ID" desc:"instance id (default hostname-pid); the lease owner adds a random per-process suffix"`
 	LeaseTTL             time.Duration `envconfig:"MATERIALIZER_LEASE_TTL" default:"15s" desc:"lease duration; a standby takes over within about this long"`
@@ -100,7 +100,7 @@ func loadConfig(needMongo bool) (*Config, error) {
 		return nil, &configError{err.Error()}
 	}
 	if needMongo && c.MongoDBURI == "" {
-		return nil, &configError{envPrefix + "_MONGODB_URI is required (e.g. mongodb://127.0.0.1:27017/?directConnection=true for the demo's replica set from its host; see README)"}
+		return nil, &configError{envPrefix + "_MONGODB_URI is required: the replica set's URI, e.g. mongodb://db1:27017,db2:27017/?replicaSet=rs0 (the demo's one-node set from its host: mongodb://127.0.0.1:27017/?directConnection=true; see README)"}
 	}
 	if c.MongoDBURI != "" && !strings.HasPrefix(c.MongoDBURI, "mongodb://") && !strings.HasPrefix(c.MongoDBURI, "mongodb+srv://") {
 		return nil, &configError{envPrefix + "_MONGODB_URI must start with mongodb:// or mongodb+srv://"}

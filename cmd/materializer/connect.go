@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,21 +19,33 @@ import (
 	"github.com/normal-oj/noj-materializer/mongodb"
 )
 
-// demoURI is the one connection string the project's messages suggest for
-// a local server: the demo's replica set, published on 127.0.0.1:27017,
-// whose member calls itself mongo:27017 (a name only the compose network
-// resolves), so from the host the driver must talk to the seed directly.
+// demoURI is the connection string the project's messages suggest for the
+// demo from its host: the demo's one-node replica set, published on
+// 127.0.0.1:27017, whose member calls itself mongo:27017 (a name only the
+// compose network resolves), so from the host the driver must talk to the
+// seed directly. A direct connection never follows a fail-over, which a
+// one-node set does not have; for a real replica set the messages point
+// to the replica set URI (replicaSet=...) instead.
 const demoURI = "mongodb://127.0.0.1:27017/?directConnection=true"
+
+// upgradeDocs is where the operations guide explains upgrading a
+// MongoDB older than 4.4 (what stock Normal-OJ runs: 4.2).
+const upgradeDocs = "docs/operations.md#upgrading-42--44-and-further"
 
 // sayConnecting tells the user, on stderr and before the driver starts
 // waiting, which server a command connects to (the redacted URI) and how
-// long it may wait for one.
+// long it may wait for one: the driver's server-selection timeout, but
+// never more than the command's own connection deadline (openTimeout),
+// which also bounds serverSelectionTimeoutMS=0 (the driver's "no limit":
+// internal/csot/csot.go:73-82 adds no deadline for 0).
 func sayConnecting(w io.Writer, cfg *Config) {
-	wait := "no server-selection timeout (serverSelectionTimeoutMS=0)"
+	var wait string
 	switch d, set := selectionTimeout(cfg.MongoDBURI); {
+	case set && (d == 0 || d > openTimeout):
+		wait = fmt.Sprintf("waits up to %s for a server, the command's connection deadline (serverSelectionTimeoutMS=%d lifts only the driver's own limit)", openTimeout, d.Milliseconds())
 	case !set:
 		wait = fmt.Sprintf("waits up to %s for a server, the driver's default server-selection timeout", d)
-	case d > 0:
+	default:
 		wait = fmt.Sprintf("waits up to %s for a server, serverSelectionTimeoutMS", d)
 	}
 	fmt.Fprintf(w, "connecting to %s (database %s; %s)\n", mongodb.Redact(cfg.MongoDBURI), cfg.Database, wait)
@@ -83,8 +96,17 @@ func withConnectHint(uri string, err error) error {
 	return err
 }
 
+// wireVersionError matches the driver's error for a server too old for it
+// (x/mongo/driver/topology/fsm.go:151-158: "server at %s reports wire
+// version %d, but this version of the Go driver requires at least %d
+// (MongoDB %s)"), which server selection returns as is
+// (topology.go:718-720), a plain error with no type to match.
+var wireVersionError = regexp.MustCompile(`server at (\S+) reports wire version (\d+), but this version of the Go driver requires at least`)
+
 // connectHint names the likely cause of a server-selection failure and its
-// fix, in one line, or returns "" for any other error. It reads the
+// fix, in one line, or returns "" for any other error. A server older than
+// the driver supports (wire version below 9: MongoDB 4.2 or older) gets
+// the upgrade section of the operations guide. Otherwise it reads the
 // driver's topology.ServerSelectionError (x/mongo/driver/topology/
 // errors.go:67 in mongo-driver v2.10.0: the topology description when
 // selection gave up, each server with its Addr, Kind and LastError, the
@@ -104,6 +126,12 @@ func withConnectHint(uri string, err error) error {
 //     addresses;
 //   - members known but none primary: the set has no primary.
 func connectHint(uri string, err error) string {
+	if err == nil {
+		return ""
+	}
+	if m := wireVersionError.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Sprintf("hint: the server at %s is older than MongoDB 4.4 (wire version %s; 8 is MongoDB 4.2, what stock Normal-OJ runs): the materializer needs 4.4 or newer; upgrade it as %s describes", m[1], m[2], upgradeDocs)
+	}
 	var sse topology.ServerSelectionError
 	if !errors.As(err, &sse) {
 		return ""
@@ -114,7 +142,7 @@ func connectHint(uri string, err error) string {
 		if s.LastError != nil && errors.As(s.LastError, &dns) {
 			host := s.Addr.String()
 			return fmt.Sprintf("hint: the host name %s does not resolve from here (%v): a replica set is reached by the member names of its config (rs.conf()), such as the demo's mongo:27017; "+
-				"connect to one address you can reach with directConnection=true (the demo from its host: %s), or make the member names resolve here", host, dns.Err, demoURI)
+				"make the member names resolve here (DNS, /etc/hosts, or run in the same network). Only for a one-node set such as the demo may a command connect to its one address with directConnection=true (from the demo's host: %s): a direct connection never follows a fail-over", host, dns.Err, demoURI)
 		}
 	}
 	setName := uriOption(uri, "replicaSet")
@@ -122,7 +150,7 @@ func connectHint(uri string, err error) string {
 		desc.Kind == description.TopologyKindReplicaSetWithPrimary
 	if len(desc.Servers) == 0 && (replicaSet || setName != "") {
 		return fmt.Sprintf("hint: no server answered as a member of replica set %q: the URI's replicaSet differs from the server's set name (rs.status().set), or the server is a standalone; "+
-			"fix replicaSet=, or connect to that one server with directConnection=true (the demo from its host: %s)", setName, demoURI)
+			"fix replicaSet= (a standalone must become a replica set: docs/operations.md#converting-the-standalone-to-a-one-node-replica-set)", setName)
 	}
 	if setName != "" && desc.Kind == description.TopologyKindSingle && len(desc.Servers) == 1 &&
 		desc.Servers[0].Kind == description.Unknown && desc.Servers[0].LastError == nil {
@@ -146,9 +174,9 @@ func connectHint(uri string, err error) string {
 			strings.Join(addrs, ", "), demoURI)
 	}
 	if desc.Kind == description.TopologyKindReplicaSetNoPrimary && len(desc.Servers) > 0 {
-		return fmt.Sprintf("hint: replica set members answer (%s) but none is primary: a new set needs rs.initiate(), otherwise see rs.status(); to read one member anyway, directConnection=true", strings.Join(addrs, ", "))
+		return fmt.Sprintf("hint: replica set members answer (%s) but none is primary: a new set needs rs.initiate(), otherwise see rs.status() (the commands that write need a primary)", strings.Join(addrs, ", "))
 	}
-	return fmt.Sprintf("hint: no suitable server was found (topology %s); check the URI's hosts and replicaSet, or try directConnection=true (the demo from its host: %s)", desc.Kind, demoURI)
+	return fmt.Sprintf("hint: no suitable server was found (topology %s); check the URI's hosts and replicaSet=<set name> (the demo from its host: %s)", desc.Kind, demoURI)
 }
 
 // uriOption returns the value of a connection-string option (case

@@ -48,7 +48,9 @@ func TestConnectHint(t *testing.T) {
 			[]string{"mongo:27017", "does not resolve", "directConnection=true", demoURI}},
 		{"wrong replica set name", "mongodb://db:27017/?replicaSet=rs1",
 			selectionError(description.TopologyKindReplicaSetNoPrimary),
-			[]string{`replica set "rs1"`, "replicaSet=", "directConnection=true"}},
+			// Issue 16: a replica set is fixed by its URI, not by a direct
+			// connection (which never follows a fail-over).
+			[]string{`replica set "rs1"`, "replicaSet=", "rs.status().set"}},
 		{"wrong replica set name, direct", "mongodb://db:27017/?replicaSet=rs1&directConnection=true",
 			selectionError(description.TopologyKindSingle, server("db:27017", description.Unknown, nil)),
 			[]string{"db:27017", `replica set "rs1"`, "replicaSet="}},
@@ -63,7 +65,7 @@ func TestConnectHint(t *testing.T) {
 			[]string{"none is primary", "rs.initiate()"}},
 		{"other selection failure", "mongodb://a:1/",
 			selectionError(description.TopologyKindSharded, server("a:1", description.ServerKindMongos, nil)),
-			[]string{"no suitable server", "directConnection=true"}},
+			[]string{"no suitable server", "replicaSet=<set name>"}},
 		{"not a selection error", "mongodb://a:1/", errors.New("auth failed"), nil},
 		{"nil", "mongodb://a:1/", nil, nil},
 	}
@@ -141,11 +143,12 @@ func TestCommandsSayWhereAndHint(t *testing.T) {
 		if r.code != exitFail {
 			t.Errorf("%v: want exit 1\n%v", args, r)
 		}
-		say := "connecting to mongodb://u:xxxxx@127.0.0.1:1/"
+		say, hintLine := "connecting to mongodb://u:xxxxx@127.0.0.1:1/", "\nhint: nothing answers at 127.0.0.1:1"
 		if args[0] == "run" {
 			say = `"uri":"mongodb://u:xxxxx@127.0.0.1:1/?serverSelectionTimeoutMS=300","time"` // the log line "connecting to MongoDB"
+			hintLine = `"hint":"hint: nothing answers at 127.0.0.1:1`                          // run's fatal error is a log line too (issue 16)
 		}
-		at, hint := strings.Index(r.stderr, say), strings.Index(r.stderr, "\nhint: nothing answers at 127.0.0.1:1")
+		at, hint := strings.Index(r.stderr, say), strings.Index(r.stderr, hintLine)
 		if at < 0 || hint < 0 || at > hint {
 			t.Errorf("%v: want %q, then the hint line, on stderr\n%v", args, say, r)
 		}

@@ -30,12 +30,13 @@ score and rawScore, and whether problemStatus was set; the final entry of
 each homework next to the stored one, and the user's counts next to the
 stored ones, drift marked. Read-only: writes nothing, creates no index, and
 works on any topology (a standalone too). --dump DIR reads a mongodump
-directory instead. Exit status 0 (also when drift is shown), 1 on an
-error, 2 on a usage error such as an unknown user or problem.`)
+directory instead (or an archive file; - for standard input). Exit status
+0 (also when drift is shown), 1 on an error, 2 on a usage error such as an
+unknown user or problem.`)
 	user := fs.String("user", "", "the username (user._id, submission.user) (required)")
 	problemArg := fs.String("problem", "", "the problemId (problem._id, submission.problem) (required)")
 	asJSON := fs.Bool("json", false, "print the explanation as JSON (shape documented in README.md)")
-	dumpDir := fs.String("dump", "", "mongodump directory to read instead of MongoDB")
+	dumpDir := fs.String("dump", "", "mongodump directory or archive file (- for standard input) to read instead of MongoDB")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -60,11 +61,11 @@ error, 2 on a usage error such as an unknown user or problem.`)
 	var src watch.Source
 	var where string
 	if isOffline {
-		d, st, err := loadDump(*dumpDir, cfg.Database)
+		st, from, err := loadOfflineStore(ctx, env, *dumpDir, cfg.Database)
 		if err != nil {
 			return err
 		}
-		src, where = st, "dump "+d.Path
+		src, where = st, from
 	} else {
 		sayConnecting(env.stderr, cfg)
 		cfg.allowStandalone = true // read-only: no change stream needed

@@ -50,6 +50,7 @@ type command struct {
 // environment is what every command gets: its output streams and a way to
 // build a logger once the configuration is known.
 type environment struct {
+	stdin          io.Reader // --dump - (os.Stdin when nil)
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	// progressEvery is how often rebuild and verify report progress
@@ -71,7 +72,7 @@ func commands() []command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := runMain(ctx, &environment{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
+	code := runMain(ctx, &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
 	stop()
 	os.Exit(code)
 }
@@ -91,18 +92,24 @@ func runMain(ctx context.Context, env *environment, args []string) int {
 		}
 		err := c.run(ctx, env, args[1:])
 		var ce *configError
+		var le *loggedError
+		say := func() {
+			if !errors.As(err, &le) { // a logged error was printed as a log line
+				fmt.Fprintf(env.stderr, "materializer %s: %v\n", c.name, err)
+			}
+		}
 		switch {
 		case err == nil:
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
 		case errors.As(err, &ce):
-			fmt.Fprintf(env.stderr, "materializer %s: %v\n", c.name, err)
+			say()
 			return exitConfig
 		case errors.Is(err, errDrift):
 			return exitFail
 		default:
-			fmt.Fprintf(env.stderr, "materializer %s: %v\n", c.name, err)
+			say()
 			return exitFail
 		}
 	}

@@ -34,10 +34,14 @@ corrected copy in the same layout; only the derived fields change, every
 other byte is copied. OUT must be absent or empty and outside DIR; the copy
 is written beside it and renamed into place at the end. A corrected
 homework over MongoDB's 16 MiB limit fails the command (exit 1).
+--dump FILE (- for standard input) reads a mongodump --archive, gzipped or
+not (unpacked into $TMPDIR first); --out OUT then writes the corrected
+archive to the file OUT (absent) in the same format, gzipped if the input
+was, every other namespace and all metadata unchanged.
 Progress goes to stderr every few seconds on long work (--quiet: none).`)
 	dryRun := fs.Bool("dry-run", false, "report what would change; write nothing")
-	dumpDir := fs.String("dump", "", "mongodump directory to read instead of MongoDB")
-	out := fs.String("out", "", "with --dump: directory to write the corrected dump to (must be empty or absent, outside --dump)")
+	dumpDir := fs.String("dump", "", "mongodump directory or archive file (- for standard input) to read instead of MongoDB")
+	out := fs.String("out", "", "with --dump: directory to write the corrected dump to (must be empty or absent, outside --dump); a file for an archive")
 	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
 	quiet := fs.Bool("quiet", false, "no progress reports on stderr")
 	if err := parseFlags(fs, args); err != nil {
@@ -278,8 +282,24 @@ func outFlag(fs *flag.FlagSet, out, instead string) error {
 	return nil
 }
 
-// runOffline verifies a dump (out empty) or writes its corrected copy.
+// runOffline verifies a dump (out empty) or writes its corrected copy: a
+// directory, or an archive in the same format (gzip or not).
 func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out string, maxDiffs int, quiet bool, what string) error {
+	if isArchive(dir) {
+		s, err := openArchive(ctx, env, dir, cfg.Database, out, quiet, what)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		var write func(context.Context, map[string]dump.Rewrite) error
+		if out != "" {
+			write = s.write
+		}
+		return runOfflineDump(ctx, env, s.a.Dir(), write, out, maxDiffs, quiet, what)
+	}
+	if archiveName(out) {
+		return &configError{fmt.Sprintf("--out %s: the corrected copy of a dump directory is a directory (only an archive's is an archive); give a directory", out)}
+	}
 	d, err := dump.Resolve(dir, cfg.Database)
 	if err != nil {
 		return &configError{err.Error()}
@@ -292,8 +312,14 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 			return &configError{err.Error()}
 		}
 	}
+	return runOfflineDump(ctx, env, d, nil, out, maxDiffs, quiet, what)
+}
+
+// runOfflineDump runs offline on d and prints the report; write, when
+// set, writes the corrected copy (offline.Options.Write).
+func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write func(context.Context, map[string]dump.Rewrite) error, out string, maxDiffs int, quiet bool, what string) error {
 	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
-	rep, err := offline.Run(ctx, d, offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog})
+	rep, err := offline.Run(ctx, d, offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog, Write: write})
 	prog.Finish()
 	verb := "drifted"
 	switch {
@@ -331,7 +357,7 @@ number of drifted users and entries and the first differences. Writes
 nothing. Exit status 1 when anything drifted (or, with --dump, when a
 corrected homework would exceed MongoDB's 16 MiB limit), 0 when clean.
 Progress goes to stderr every few seconds on long work (--quiet: none).`)
-	dumpDir := fs.String("dump", "", "mongodump directory to check instead of MongoDB")
+	dumpDir := fs.String("dump", "", "mongodump directory or archive file (- for standard input) to check instead of MongoDB")
 	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
 	quiet := fs.Bool("quiet", false, "no progress reports on stderr")
 	if err := parseFlags(fs, args); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
-func cmdRun(ctx context.Context, env *environment, args []string) error {
+func cmdRun(ctx context.Context, env *environment, args []string) (err error) {
 	fs := newFlags(env, "run", "", `Tail the database's change stream and keep derived values current: the
 long-lived sidecar. With no checkpoint it rebuilds first and streams from
 the rebuild's start time. Only the instance holding the lease streams;
@@ -36,6 +37,13 @@ others stand by. SIGINT/SIGTERM stop it cleanly (exit 0).`)
 	if err != nil {
 		return err
 	}
+	// From here on stderr carries the daemon's log lines: its fatal error
+	// is one more (runMain then prints nothing of its own).
+	defer func() {
+		if err != nil {
+			err = logFatal(log, err)
+		}
+	}()
 	reg, metrics := newRegistry()
 
 	// Serve /healthz and /metrics before connecting, so a slow or absent
@@ -93,16 +101,47 @@ others stand by. SIGINT/SIGTERM stop it cleanly (exit 0).`)
 	}
 	log.Info().Str("database", cfg.Database).Str("instance", cfg.InstanceID).Msg("starting")
 	if err := leader.Run(ctx); err != nil {
-		log.Error().Err(err).Msg("stopped with an error")
 		return err
 	}
 	log.Info().Msg("stopped")
 	return nil
 }
 
+// loggedError is an error already logged as a log line; runMain exits
+// with its status without printing it again.
+type loggedError struct{ err error }
+
+func (e *loggedError) Error() string { return e.err.Error() }
+func (e *loggedError) Unwrap() error { return e.err }
+
+// logFatal logs err as the log line "stopped with an error" (its
+// connection hint, if any, in the field hint, its class in class) and
+// returns it marked as logged.
+func logFatal(log zerolog.Logger, err error) error {
+	ev := log.Error()
+	var ce *connectError
+	if errors.As(err, &ce) {
+		ev = ev.Str("error", strings.TrimSuffix(err.Error(), "\n"+ce.hint)).Str("hint", ce.hint)
+	} else {
+		ev = ev.Err(err)
+	}
+	if c := watch.ClassOf(err); c != watch.Unclassified {
+		ev = ev.Str("class", c.String())
+	}
+	ev.Msg("stopped with an error")
+	return &loggedError{err: err}
+}
+
+// openTimeout bounds openMongo's connection and checks (index builds
+// excepted), whatever serverSelectionTimeoutMS says.
+const openTimeout = 30 * time.Second
+
 // openMongo connects, checks the server and creates indexes if asked to.
+// A command that writes (not cfg.readOnly) refuses a server that is not a
+// writable primary (mongodb.Config.Writes), and warns when the URI
+// connects directly to one server: it will not follow a fail-over.
 func openMongo(ctx context.Context, cfg *Config, log zerolog.Logger) (*mongodb.DB, error) {
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	db, err := mongodb.Open(octx, mongodb.Config{
 		URI:                   cfg.MongoDBURI,
@@ -113,18 +152,27 @@ func openMongo(ctx context.Context, cfg *Config, log zerolog.Logger) (*mongodb.D
 		KeysCollection:        cfg.KeysCollection,
 		WriteTimeout:          cfg.WriteTimeout,
 		AllowStandalone:       cfg.allowStandalone,
+		Writes:                !cfg.readOnly,
 	})
 	if err != nil {
 		return nil, withConnectHint(cfg.MongoDBURI, fmt.Errorf("%s_MONGODB_URI: %w", envPrefix, err)) // err names the redacted URI
 	}
 	log.Info().Str("uri", mongodb.Redact(cfg.MongoDBURI)).Str("database", cfg.Database).Msg("connected to MongoDB")
+	if !cfg.readOnly && strings.EqualFold(uriOption(cfg.MongoDBURI, "directConnection"), "true") && !db.Standalone() {
+		log.Warn().Msg("directConnection=true: every command goes to this one server, and a fail-over is never followed (writes then fail until a restart); use the replica set's URI with replicaSet=<set name> (fine for a one-node set such as the demo)")
+	}
 	if cfg.CreateIndexes && !cfg.readOnly {
 		// ctx, not octx: the 30 s open deadline would become the build's
 		// maxTimeMS and abort it (see EnsureIndexes). listIndexes runs first,
 		// so an existing index costs one round trip.
 		if err := db.EnsureIndexes(ctx, func(ix mongodb.IndexBuild) {
+			if ix.Waiting > 0 {
+				log.Warn().Str("collection", ix.Collection).Str("index", ix.Name).Dur("waiting", ix.Waiting).
+					Msg("index build waiting for commit quorum (a majority of the data-bearing voting members must build it) or still building a large collection; check rs.status() and db.currentOp({\"command.createIndexes\": {$exists: true}})")
+				return
+			}
 			log.Warn().Str("collection", ix.Collection).Str("index", ix.Name).
-				Msg("building a missing index; on a large collection this takes a while (no deadline). To pre-build it off-peak, see docs/operations.md#indexes")
+				Msg("building a missing index (commitQuorum majority); on a large collection this takes a while (no deadline). To pre-build it off-peak, see docs/operations.md#indexes")
 		}); err != nil {
 			_ = db.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("create indexes (set %s_CREATE_INDEXES=false to skip and create them by hand): %w", envPrefix, err)

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/memstore"
+	"github.com/normal-oj/noj-materializer/progress"
+)
+
+// isArchive reports whether --dump names a mongodump archive rather than
+// a dump directory: "-" (standard input) or anything not a directory (a
+// file, a pipe, /dev/stdin).
+func isArchive(path string) bool {
+	if path == "-" {
+		return true
+	}
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
+}
+
+// archiveName reports whether out is named like an archive file (.archive,
+// .gz), which the corrected copy of a directory dump cannot be.
+func archiveName(out string) bool {
+	return strings.HasSuffix(out, ".archive") || strings.HasSuffix(out, ".gz")
+}
+
+// archiveSource is an archive unpacked for an offline command, and, for a
+// rebuild with an output, the archive file being written.
+type archiveSource struct {
+	a   *dump.Archive
+	out *dump.ArchiveFile
+}
+
+// close removes the temporary directory and any partial output.
+func (s *archiveSource) close() {
+	if s.out != nil {
+		s.out.Abort()
+	}
+	_ = s.a.Close()
+}
+
+// write writes the corrected archive to the output file and moves it into
+// place (offline.Options.Write).
+func (s *archiveSource) write(ctx context.Context, rewrite map[string]dump.Rewrite) error {
+	if err := s.a.Write(ctx, s.out, rewrite); err != nil {
+		return err
+	}
+	return s.out.Commit()
+}
+
+// openArchive reads the archive path names (standard input for "-") into
+// a temporary directory (under $TMPDIR), keeping every namespace when
+// out, a corrected archive to write, is given, else only the four source
+// collections of database. out is created first, so that an existing or
+// unwritable output fails before the archive is read. Its usage errors
+// are configErrors.
+func openArchive(ctx context.Context, env *environment, path, database, out string, quiet bool, what string) (*archiveSource, error) {
+	if out == "-" {
+		return nil, &configError{"--out -: writing the corrected archive to standard output is not supported; give a file"}
+	}
+	s := &archiveSource{}
+	if out != "" {
+		var err error
+		if s.out, err = dump.CreateArchiveFile(out); err != nil {
+			return nil, &configError{fmt.Sprintf("--out: %v", err)}
+		}
+	}
+	var in io.Reader
+	name := path
+	if path == "-" {
+		in, name = env.stdin, "(standard input)"
+		if in == nil {
+			in = os.Stdin
+		}
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			s.close()
+			return nil, &configError{fmt.Sprintf("--dump: %v", err)}
+		}
+		defer f.Close()
+		in = f
+	}
+	keep := func(ns dump.Namespace) bool { return ns.DB == database && slices.Contains(dump.Sources, ns.Collection) }
+	if out != "" {
+		keep = nil // all: the corrected archive holds every namespace
+	}
+	if !quiet {
+		fmt.Fprintf(env.stderr, "reading archive %s (unpacked into a temporary directory under %s)\n", name, os.TempDir())
+	}
+	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
+	prog.Phase("unpacking the archive")
+	a, err := dump.Unpack(ctx, in, name, dump.UnpackOptions{Database: database, Keep: keep, Progress: prog.Add,
+		Prelude: func(colls []dump.Namespace) error { return checkArchiveComplete(name, colls, database) }})
+	if err != nil {
+		if s.out != nil {
+			s.out.Abort()
+		}
+		if errors.Is(err, dump.ErrNotArchive) {
+			return nil, &configError{fmt.Sprintf("%v (--dump takes a dump directory or an archive)", err)}
+		}
+		return nil, err
+	}
+	s.a = a
+	// The prelude listed them all; a data namespace missing would not
+	// have ended (Unpack refuses that), but check what was read.
+	if err := checkArchiveComplete(name, a.Namespaces(), database); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkArchiveComplete refuses an archive whose collections colls miss
+// one of the four source collections of database (a missing one would
+// read as empty and verify as clean), naming the archive's databases when
+// it has none of them.
+func checkArchiveComplete(name string, colls []dump.Namespace, database string) error {
+	have := map[string]bool{}
+	var dbs []string
+	for _, ns := range colls {
+		if ns.DB == database {
+			have[ns.Collection] = true
+		}
+		if ns.DB != "" && !slices.Contains(dbs, ns.DB) {
+			dbs = append(dbs, ns.DB)
+		}
+	}
+	var missing []string
+	for _, c := range dump.Sources {
+		if !have[c] {
+			missing = append(missing, database+"."+c)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	hint := ""
+	if len(have) == 0 {
+		hint = fmt.Sprintf("; its databases are %s: set %s_DATABASE to the dumped database's name (it is %q)", strings.Join(dbs, ", "), envPrefix, database)
+	}
+	return &configError{fmt.Sprintf("archive %s has no %s: a dump must hold all of %s (a missing one would verify as empty)%s",
+		name, strings.Join(missing, ", "), strings.Join(dump.Sources, ", "), hint)}
+}
+
+// loadOfflineStore reads the dump --dump names (a directory or an
+// archive) into an in-memory store, and says what it read.
+func loadOfflineStore(ctx context.Context, env *environment, path, database string) (*memstore.Store, string, error) {
+	if !isArchive(path) {
+		d, st, err := loadDump(path, database)
+		return st, "dump " + d.Path, err
+	}
+	s, err := openArchive(ctx, env, path, database, "", true, "explain")
+	if err != nil {
+		return nil, "", err
+	}
+	defer s.close()
+	_, st, err := loadDump(s.a.Dir().Path, database)
+	return st, "archive " + s.a.Name, err
+}

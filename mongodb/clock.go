@@ -1,0 +1,77 @@
+package mongodb
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// writeClock is the latest operationTime of the daemon's own acknowledged
+// writes: the reads that decide a write is not needed read causally after
+// it (causalCtx). Safe for concurrent use.
+type writeClock struct {
+	mu sync.Mutex
+	t  bson.Timestamp
+}
+
+// advance raises the clock to t if t is later.
+func (c *writeClock) advance(t bson.Timestamp) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t.Before(t) {
+		c.t = t
+	}
+}
+
+// load returns the clock.
+func (c *writeClock) load() bson.Timestamp {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// majorityAcknowledged reports whether a write's err (nil, or a write
+// exception with write errors only) means the server applied it with the
+// majority write concern.
+func majorityAcknowledged(err error) bool {
+	var we mongo.WriteException
+	var bwe mongo.BulkWriteException
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &bwe):
+		return bwe.WriteConcernError == nil
+	case errors.As(err, &we):
+		return we.WriteConcernError == nil
+	}
+	return false
+}
+
+// writeSession runs write in an explicit session on d's client, so the
+// response's operationTime is known (the driver advances the session's
+// operation time from every response, before handling its error:
+// x/mongo/driver/operation.go:1179-1185 and updateOperationTime
+// :1848-1865), and then advances d.written to it: a write the server
+// acknowledged (even with write errors for some models) is in the oplog
+// at or before that time. A write with no session (an implicit session)
+// would leave the time unknown to the adapter. When no session can be
+// started the write runs without one and the clock stays.
+func (d *DB) writeSession(ctx context.Context, write func(context.Context) error) error {
+	sess, err := d.client.StartSession()
+	if err != nil {
+		return write(ctx)
+	}
+	defer sess.EndSession(context.WithoutCancel(ctx))
+	err = write(mongo.NewSessionContext(ctx, sess))
+	// Only a write the majority acknowledged (per-write errors aside): the
+	// operationTime of a failed command, or of a write concern error, may
+	// belong to a write that is rolled back, a time a new primary reaches
+	// only later, and reads after it would wait for nothing.
+	if t := sess.OperationTime(); t != nil && majorityAcknowledged(err) {
+		d.written.advance(*t)
+	}
+	return err
+}

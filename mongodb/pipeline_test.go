@@ -1,0 +1,148 @@
+package mongodb
+
+import (
+	"slices"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// changeEvent is a change event as the server emits it before the
+// stream's pipeline runs: _id (the resume token), operationType,
+// clusterTime, ns, then the fields of kv.
+func changeEvent(op, coll string, kv ...bson.E) bson.D {
+	d := bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: "8263A1"}}}, {Key: "operationType", Value: op},
+		{Key: "clusterTime", Value: bson.Timestamp{T: 1_800_000_000, I: 1}},
+		{Key: "wallTime", Value: bson.DateTime(1_800_000_000_000)},
+		{Key: "ns", Value: bson.D{{Key: "db", Value: "normal-oj"}, {Key: "coll", Value: coll}}}}
+	return append(d, kv...)
+}
+
+func key(id any) bson.E { return bson.E{Key: "documentKey", Value: bson.D{{Key: "_id", Value: id}}} }
+
+func update(updated bson.D, removed bson.A, truncated bson.A) bson.E {
+	return bson.E{Key: "updateDescription", Value: bson.D{{Key: "updatedFields", Value: updated},
+		{Key: "removedFields", Value: removed}, {Key: "truncatedArrays", Value: truncated}}}
+}
+
+// TestPipelineKeepsAndProjects runs watch.Pipeline() over change events
+// with the package's evaluator of the server's semantics: which events
+// the stream keeps (every event of the watched collections; user inserts,
+// replaces and updates, including updates of the derived fields by
+// someone else; drops, renames, dropDatabase and invalidate of any
+// collection) and what the projection keeps (no document body, no
+// updateDescription: only what watch.DecodeEvent reads, and the names of
+// the changed fields).
+func TestPipelineKeepsAndProjects(t *testing.T) {
+	sub := bson.NewObjectID()
+	hw := bson.NewObjectID()
+	cases := []struct {
+		name   string
+		event  bson.D
+		kept   bool
+		check  func(t *testing.T, projected bson.D, c materialize.Change)
+		fields []string // Change.Fields of a kept update
+	}{
+		{"submission insert", changeEvent("insert", "submission", key(sub), bson.E{Key: "fullDocument", Value: bson.D{
+			{Key: "_id", Value: sub}, {Key: "user", Value: "alice"}, {Key: "problem", Value: int32(7)}, {Key: "code", Value: "big source"},
+			{Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}}}), true,
+			func(t *testing.T, p bson.D, c materialize.Change) {
+				fd, _ := lookupD(p, "fullDocument").(bson.D)
+				if len(fd) != 2 || lookupD(fd, "user") != "alice" || lookupD(fd, "problem") != int32(7) {
+					t.Errorf("fullDocument projected to %v, want only user and problem", fd)
+				}
+				if !c.HasPair || c.Pair != (materialize.Pair{User: "alice", Problem: 7}) || c.SubmissionID != sub {
+					t.Errorf("decoded %+v", c)
+				}
+			}, nil},
+		{"submission update", changeEvent("update", "submission", key(sub),
+			update(bson.D{{Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}}, bson.A{"tasks.0.cases"},
+				bson.A{bson.D{{Key: "field", Value: "tasks"}, {Key: "newSize", Value: int32(1)}}})), true, nil,
+			[]string{"status", "score", "tasks.0.cases", "tasks"}},
+		{"user update of a derived field", changeEvent("update", "user", key("alice"),
+			update(bson.D{{Key: "AC_problem_ids", Value: bson.A{int32(1)}}}, bson.A{}, bson.A{})), true,
+			func(t *testing.T, p bson.D, c materialize.Change) {
+				if c.UserID != "alice" {
+					t.Errorf("decoded %+v", c)
+				}
+			}, []string{"AC_problem_ids"}},
+		{"user update of another field", changeEvent("update", "user", key("alice"),
+			update(bson.D{{Key: "profile.displayedName", Value: "A"}}, bson.A{}, bson.A{})), true, nil, []string{"profile.displayedName"}},
+		{"user insert", changeEvent("insert", "user", key("bob"), bson.E{Key: "fullDocument", Value: bson.D{{Key: "_id", Value: "bob"}, {Key: "md5", Value: "x"}}}), true,
+			func(t *testing.T, p bson.D, _ materialize.Change) {
+				if fd, ok := lookupD(p, "fullDocument").(bson.D); !ok || len(fd) != 0 {
+					t.Errorf("user insert's fullDocument projected to %v, want {} (no field of a user is read)", lookupD(p, "fullDocument"))
+				}
+			}, nil},
+		{"user replace", changeEvent("replace", "user", key("bob"), bson.E{Key: "fullDocument", Value: bson.D{{Key: "_id", Value: "bob"}}}), true, nil, nil},
+		{"user delete", changeEvent("delete", "user", key("bob")), false, nil, nil},
+		{"homework update of studentStatus", changeEvent("update", "homework", key(hw),
+			update(bson.D{{Key: "studentStatus.alice.7.score", Value: int32(90)}}, bson.A{}, bson.A{})), true, nil,
+			[]string{"studentStatus.alice.7.score"}},
+		{"homework delete", changeEvent("delete", "homework", key(hw)), true, nil, nil},
+		{"problem replace", changeEvent("replace", "problem", key(int32(7)), bson.E{Key: "fullDocument", Value: bson.D{
+			{Key: "_id", Value: int32(7)}, {Key: "homeworks", Value: bson.A{hw}}, {Key: "description", Value: "long"}}}), true,
+			func(t *testing.T, p bson.D, c materialize.Change) {
+				if fd, _ := lookupD(p, "fullDocument").(bson.D); len(fd) != 0 {
+					t.Errorf("problem's fullDocument projected to %v, want {}", fd)
+				}
+				if c.ProblemID != 7 {
+					t.Errorf("decoded %+v", c)
+				}
+			}, nil},
+		{"course insert", changeEvent("insert", "course", key(bson.NewObjectID())), false, nil, nil},
+		{"drop of another collection", changeEvent("drop", "course"), true, nil, nil},
+		{"rename", changeEvent("rename", "submission", bson.E{Key: "to", Value: bson.D{{Key: "db", Value: "normal-oj"}, {Key: "coll", Value: "old_submission"}}}), true,
+			func(t *testing.T, p bson.D, c materialize.Change) {
+				if c.RenamedTo != "old_submission" {
+					t.Errorf("rename decoded %+v, want RenamedTo old_submission", c)
+				}
+			}, nil},
+		{"dropDatabase", bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: "82"}}}, {Key: "operationType", Value: "dropDatabase"},
+			{Key: "clusterTime", Value: bson.Timestamp{T: 1, I: 1}}, {Key: "ns", Value: bson.D{{Key: "db", Value: "normal-oj"}}}}, true, nil, nil},
+		{"invalidate", bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: "82"}}}, {Key: "operationType", Value: "invalidate"},
+			{Key: "clusterTime", Value: bson.Timestamp{T: 1, I: 1}}}, true, nil, nil},
+	}
+	allowed := []string{"_id", "operationType", "ns", "to", "documentKey", "clusterTime", "fullDocument", "changedFields"}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := runPipeline([]bson.D{norm(c.event).(bson.D)}, norm(watch.Pipeline()).(bson.A))
+			if (len(out) == 1) != c.kept {
+				t.Fatalf("kept %d events, want kept=%v", len(out), c.kept)
+			}
+			if !c.kept {
+				return
+			}
+			p := out[0]
+			for _, e := range p {
+				if !slices.Contains(allowed, e.Key) {
+					t.Errorf("projection keeps %q: %v", e.Key, p)
+				}
+			}
+			if lookupD(p, "_id") == missing {
+				t.Error("projection dropped the resume token _id")
+			}
+			ev, err := watch.DecodeEvent(rawOf(p))
+			if err != nil {
+				t.Fatalf("DecodeEvent(%v): %v", p, err)
+			}
+			if (ev.ClusterTime == bson.Timestamp{}) {
+				t.Errorf("clusterTime lost: %v", p)
+			}
+			if op, _ := lookupD(c.event, "operationType").(string); string(ev.Change.Op) != op {
+				t.Errorf("op %q, want %q", ev.Change.Op, op)
+			}
+			if op := ev.Change.Op; op == materialize.OpUpdate && !slices.Equal(ev.Change.Fields, c.fields) {
+				t.Errorf("changed fields %q, want %q", ev.Change.Fields, c.fields)
+			} else if op != materialize.OpUpdate && lookupD(p, "changedFields") != missing {
+				t.Errorf("a %s event carries changedFields: %v", op, p)
+			}
+			if c.check != nil {
+				c.check(t, p, ev.Change)
+			}
+		})
+	}
+}
