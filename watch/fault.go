@@ -297,7 +297,8 @@ func decide(c Class, p Phase, onHistoryLost HistoryLostPolicy) Action {
 //   - the caller's context has ended: Cancelled, whatever the error says
 //     (a shutdown is not a failure);
 //   - resume.ErrFenced or ErrLeaseExpiring: LeaseLost;
-//   - a class marked with WithClass (or a legacy sentinel): that class;
+//   - a class marked with WithClass (or a legacy sentinel): that class,
+//     except Cancelled, which only ctx decides;
 //   - a deadline exceeded while ctx is live (a write bounded by the lease
 //     guard or the write timeout outran it): Transient;
 //   - otherwise Unclassified.
@@ -310,9 +311,12 @@ func Classify(ctx context.Context, err error) Class {
 	case errors.Is(err, resume.ErrFenced), errors.Is(err, ErrLeaseExpiring):
 		return LeaseLost
 	}
-	if c := ClassOf(err); c != Unclassified {
+	if c := ClassOf(err); c != Unclassified && c != Cancelled {
 		return c
 	}
+	// A Cancelled mark while ctx is live is some inner context's
+	// cancellation, not a shutdown: taking it for one would end Run
+	// without an error. It falls through to Unclassified.
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Transient
 	}

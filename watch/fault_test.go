@@ -90,6 +90,8 @@ func TestClassify(t *testing.T) {
 		{"shutdown wins over any class", ended, watch.WithClass(watch.Unauthorized, errX), watch.Cancelled},
 		{"shutdown, context error", ended, fmt.Errorf("read: %w", context.Canceled), watch.Cancelled},
 		{"context.Canceled with a live ctx is not a shutdown", live, context.Canceled, watch.Unclassified},
+		{"a Cancelled mark with a live ctx is not a shutdown", live, watch.WithClass(watch.Cancelled, context.Canceled), watch.Unclassified},
+		{"a Cancelled mark with an ended ctx", ended, watch.WithClass(watch.Cancelled, context.Canceled), watch.Cancelled},
 		{"fenced", live, fmt.Errorf("save checkpoint: %w", resume.ErrFenced), watch.LeaseLost},
 		{"lease expiring", live, fmt.Errorf("write guard: %w", watch.ErrLeaseExpiring), watch.LeaseLost},
 		{"lease before a mark", live, watch.WithClass(watch.Transient, watch.ErrLeaseExpiring), watch.LeaseLost},
