@@ -48,7 +48,7 @@ REQUIRE_PROMTOOL ?=
 export CGO_ENABLED := 1
 
 .PHONY: help build test test-integration lint vet staticcheck fuzz bench bench-integration \
-        up down logs docker-build compose-config clean mutate bench-offline
+        up down logs docker-build compose-config clean mutate bench-offline bench-online
 
 help: ## List the targets
 	@echo "Usage: make <target> [VAR=value]"
@@ -96,6 +96,27 @@ BENCH_BASE          ?= dc568c2
 bench-offline: build ## verify/rebuild --dump CPU and peak RSS vs a floor reader at 100k/1M/3M submissions (seeds dumps once, ~1.5 GB disk)
 	$(GO) build -o bin/offlinebench ./cmd/offlinebench
 	bin/offlinebench run --dir $(BENCH_OFFLINE_DIR) --sizes $(BENCH_OFFLINE_SIZES) --bin $(BIN) --base $(BENCH_BASE)
+
+# Online benchmark: cost per landing over the in-memory store with a modelled
+# network (BENCH_ONLINE_FLAGS, e.g. --rtt 2ms --history 10,100,1000,10000,100000).
+# With NOJ_BACKEND_DIR (a Normal-OJ/Back-End checkout at dfbd76a) it first
+# counts the unpatched finish_judging on the same workload over mongomock
+# (contrib/normal-oj-backend/costbench.sh, about a minute; Python modules from
+# Debian packages like check.sh) and prints both side by side.
+BENCH_ONLINE_FLAGS ?=
+NOJ_BACKEND_DIR    ?=
+
+bench-online: ## Online path per landing: round trips, bytes, staleness vs the Back-End's finish_judging (~1.5 min; NOJ_BACKEND_DIR=... adds the Back-End's run)
+	$(GO) build -o bin/onlinebench ./cmd/onlinebench
+	@if [ -n "$(NOJ_BACKEND_DIR)" ]; then \
+	  contrib/normal-oj-backend/costbench.sh "$(NOJ_BACKEND_DIR)" bin/backend-cost.json; \
+	  bin/onlinebench --backend bin/backend-cost.json $(BENCH_ONLINE_FLAGS); \
+	else \
+	  echo "NOJ_BACKEND_DIR is not set: the Back-End column shows issue 19's figures. To measure it here:"; \
+	  echo "  git clone https://github.com/Normal-OJ/Back-End /tmp/Back-End && git -C /tmp/Back-End checkout dfbd76a"; \
+	  echo "  make bench-online NOJ_BACKEND_DIR=/tmp/Back-End"; \
+	  bin/onlinebench $(BENCH_ONLINE_FLAGS); \
+	fi
 
 bench-integration: ## End-to-end benchmarks: need MATERIALIZER_TEST_MONGODB_URI (a replica set) or Docker
 	@if [ -z "$${MATERIALIZER_TEST_MONGODB_URI:-}" ]; then \

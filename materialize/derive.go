@@ -470,17 +470,35 @@ func (t *UserTally) Add(s *Submission) {
 		return
 	}
 	t.ac++
-	f := firstAC{problem: s.Problem, timestamp: s.Timestamp, id: s.ID}
+	t.addFirst(firstAC{problem: s.Problem, timestamp: s.Timestamp, id: s.ID})
+}
+
+// AddCounted adds n judged submissions, ac of them with score 100,
+// counted elsewhere (a server-side aggregation); their first AC submission
+// of each problem is added with AddFirstAC.
+func (t *UserTally) AddCounted(n, ac int64) {
+	t.n += n
+	t.ac += ac
+}
+
+// AddFirstAC records the AC submission (timestamp, id) of problem; the
+// earliest by (timestamp, _id) of each problem orders AC_problem_ids. It
+// counts nothing.
+func (t *UserTally) AddFirstAC(problem, timestamp int64, id bson.ObjectID) {
+	t.addFirst(firstAC{problem: problem, timestamp: timestamp, id: id})
+}
+
+func (t *UserTally) addFirst(f firstAC) {
 	n := len(t.firstAC)
 	var i int
 	var found bool
 	switch {
-	case n == 0 || t.firstAC[n-1].problem < s.Problem:
+	case n == 0 || t.firstAC[n-1].problem < f.problem:
 		i = n
-	case t.firstAC[n-1].problem == s.Problem:
+	case t.firstAC[n-1].problem == f.problem:
 		i, found = n-1, true
 	default:
-		i, found = slices.BinarySearchFunc(t.firstAC, s.Problem, func(a firstAC, p int64) int { return cmp.Compare(a.problem, p) })
+		i, found = slices.BinarySearchFunc(t.firstAC, f.problem, func(a firstAC, p int64) int { return cmp.Compare(a.problem, p) })
 	}
 	if !found {
 		t.firstAC = slices.Insert(t.firstAC, i, f)

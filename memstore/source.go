@@ -52,6 +52,39 @@ func (s *Store) Submissions(ctx context.Context, users []string, pairs []materia
 	return out, bad, nil
 }
 
+// UserStats implements watch.Source: materialize.DeriveUser over the
+// user's decodable submissions; a malformed one is reported when its user
+// is a named user (the same rule as Submissions).
+func (s *Store) UserStats(ctx context.Context, users []string) (map[string]materialize.UserStats, []*materialize.DecodeError, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.read(); err != nil {
+		return nil, nil, err
+	}
+	tally := make(map[string]*materialize.UserTally, len(users))
+	for _, u := range users {
+		tally[u] = new(materialize.UserTally)
+	}
+	var bad []*materialize.DecodeError
+	for _, raw := range s.all(materialize.CollSubmission) {
+		sub, err := materialize.DecodeSubmission(raw)
+		if err != nil {
+			if u, ok := raw.Lookup("user").StringValueOK(); ok && tally[u] != nil {
+				bad = append(bad, err.(*materialize.DecodeError))
+			}
+			continue
+		}
+		if t := tally[sub.User]; t != nil {
+			t.Add(&sub)
+		}
+	}
+	out := make(map[string]materialize.UserStats, len(users))
+	for u, t := range tally {
+		out[u] = t.Stats()
+	}
+	return out, bad, nil
+}
+
 // SubmissionsByID implements watch.Source.
 func (s *Store) SubmissionsByID(ctx context.Context, ids []bson.ObjectID) ([]materialize.Submission, []*materialize.DecodeError, error) {
 	s.mu.Lock()

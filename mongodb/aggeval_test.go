@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -153,6 +154,27 @@ func compare(a, b any) (int, bool) {
 		case x < y:
 			return -1, true
 		case x > y:
+			return 1, true
+		}
+		return 0, true
+	}
+	if x, ok := a.(bson.D); ok {
+		// Documents compare field by field: name, then value (the
+		// server's BSON order for embedded documents with fields of
+		// comparable types, which is all the tests use).
+		y := b.(bson.D)
+		for i := 0; i < len(x) && i < len(y); i++ {
+			if c := strings.Compare(x[i].Key, y[i].Key); c != 0 {
+				return c, true
+			}
+			if c, ok := compare(x[i].Value, y[i].Value); !ok || c != 0 {
+				return c, ok
+			}
+		}
+		switch {
+		case len(x) < len(y):
+			return -1, true
+		case len(x) > len(y):
 			return 1, true
 		}
 		return 0, true
@@ -590,6 +612,14 @@ func addFields(root, doc bson.D, spec bson.D) bson.D {
 func runPipeline(docs []bson.D, pipeline bson.A) []bson.D {
 	for _, st := range pipeline {
 		stage := st.(bson.D)
+		if stage[0].Key == "$group" {
+			docs = group(docs, stage[0].Value.(bson.D))
+			continue
+		}
+		if stage[0].Key == "$sort" {
+			docs = sortDocs(docs, stage[0].Value.(bson.D))
+			continue
+		}
 		var out []bson.D
 		for _, doc := range docs {
 			switch stage[0].Key {
@@ -750,4 +780,140 @@ func (c *collection) updateOne(filter bson.D, update any, upsert bool) (matched 
 	}
 	c.docs = append(c.docs, applyUpdate(seed, update))
 	return 0, false
+}
+
+// group runs a $group stage with the $sum, $min and $push accumulators:
+// groups in order of first appearance; $sum adds numbers (int32 while it
+// fits) and ignores others, $min ignores null and missing, $push skips
+// missing values.
+func group(docs []bson.D, spec bson.D) []bson.D {
+	type acc struct {
+		key  any
+		vals []any
+	}
+	var groups []*acc
+	for _, doc := range docs {
+		ev := evaluator{root: doc}
+		k := ev.eval(spec[0].Value)
+		if k == missing {
+			k = nil
+		}
+		var g *acc
+		for _, x := range groups {
+			if equal(x.key, k) && typeName(x.key) == typeName(k) {
+				g = x
+			}
+		}
+		if g == nil {
+			g = &acc{key: k, vals: make([]any, len(spec)-1)}
+			for i := range g.vals {
+				g.vals[i] = missing
+			}
+			groups = append(groups, g)
+		}
+		for i, f := range spec[1:] {
+			op := f.Value.(bson.D)[0]
+			v := ev.eval(op.Value)
+			cur := g.vals[i]
+			switch op.Key {
+			case "$sum":
+				var sum int64
+				if cur != missing {
+					n, _ := number(cur)
+					sum = int64(n)
+				}
+				if n, ok := number(v); ok {
+					sum += int64(n)
+				}
+				if sum > math.MaxInt32 || sum < math.MinInt32 {
+					g.vals[i] = sum
+				} else {
+					g.vals[i] = int32(sum)
+				}
+			case "$min":
+				if v == missing || v == nil {
+					if cur == missing {
+						g.vals[i] = nil
+					}
+					continue
+				}
+				if cur == missing || cur == nil {
+					g.vals[i] = v
+				} else if c, ok := compare(v, cur); !ok {
+					panic("$min over values of different types")
+				} else if c < 0 {
+					g.vals[i] = v
+				}
+			case "$push":
+				arr, _ := cur.(bson.A)
+				if cur == missing {
+					arr = bson.A{}
+				}
+				if v != missing {
+					arr = append(arr, v)
+				}
+				g.vals[i] = arr
+			default:
+				panic("unsupported accumulator " + op.Key)
+			}
+		}
+	}
+	out := make([]bson.D, 0, len(groups))
+	for _, g := range groups {
+		d := bson.D{{Key: "_id", Value: g.key}}
+		for i, f := range spec[1:] {
+			d = append(d, bson.E{Key: f.Key, Value: g.vals[i]})
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// typeRank is the server's sort order of BSON types (for the types the
+// tests use): missing and null, numbers, strings, documents, arrays,
+// ObjectIds, booleans, dates.
+func typeRank(v any) int {
+	switch typeName(v) {
+	case "missing", "null":
+		return 1
+	case "int", "long", "double":
+		return 2
+	case "string":
+		return 3
+	case "object":
+		return 4
+	case "array":
+		return 5
+	case "objectId":
+		return 7
+	case "bool":
+		return 8
+	case "date":
+		return 9
+	}
+	panic("typeRank of " + typeName(v))
+}
+
+// sortDocs runs a $sort stage (stable, ascending or descending per key).
+func sortDocs(docs []bson.D, spec bson.D) []bson.D {
+	out := append([]bson.D(nil), docs...)
+	sort.SliceStable(out, func(i, j int) bool {
+		for _, k := range spec {
+			a, b := queryPath(out[i], k.Key), queryPath(out[j], k.Key)
+			c := 0
+			if ra, rb := typeRank(a), typeRank(b); ra != rb {
+				c = ra - rb
+			} else if x, ok := compare(a, b); ok {
+				c = x
+			}
+			if n, _ := number(k.Value); n < 0 {
+				c = -c
+			}
+			if c != 0 {
+				return c < 0
+			}
+		}
+		return false
+	})
+	return out
 }

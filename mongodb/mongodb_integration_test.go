@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	mrand "math/rand/v2"
 	"net/url"
 	"os"
 	"slices"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
+	"github.com/normal-oj/noj-materializer/memstore"
 	"github.com/normal-oj/noj-materializer/resume"
 	"github.com/normal-oj/noj-materializer/watch"
 )
@@ -280,6 +282,21 @@ func checkReads(t *testing.T, db *DB, v mtest.Vector) {
 	}
 	if !slices.Equal(sortedSubs(subs), sortedSubs(want)) {
 		t.Errorf("SubmissionsByID: %d, want %d", len(subs), len(want))
+	}
+	// UserStats: the server-side count is DeriveUser over each user's
+	// decodable submissions.
+	byUser := map[string][]materialize.Submission{}
+	for _, s := range want {
+		byUser[s.User] = append(byUser[s.User], s)
+	}
+	stats, _, err := db.UserStats(ctx, slices.Collect(maps.Keys(users)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u := range users {
+		if w := materialize.DeriveUser(byUser[u]); !stats[u].Equal(w) {
+			t.Errorf("UserStats(%q) = %+v, want %+v", u, stats[u], w)
+		}
 	}
 
 	// Problems and the listing.
@@ -902,5 +919,48 @@ func TestIntegrationEnsureIndexes(t *testing.T) {
 	}
 	if ct, err := db.ClusterTime(ctx); err != nil || ct.IsZero() {
 		t.Errorf("cluster time: %v %v", ct, err)
+	}
+}
+
+// TestIntegrationUserStats runs userStatsPipeline on a real server over
+// the random submissions of TestUserStatsPipeline (every edge case: whole
+// and fractional doubles, nulls, missing fields, strings, a string _id, an
+// array user, duplicate keys, (timestamp, _id) ties) and compares with
+// memstore's UserStats.
+func TestIntegrationUserStats(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	if err := db.EnsureIndexes(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	users := []string{"a", "b", "c.d", "$e"}
+	for seed := 0; seed < 30; seed++ {
+		r := mrand.New(mrand.NewPCG(uint64(seed), 11))
+		st := memstore.New()
+		if _, err := db.submissions.DeleteMany(ctx, bson.D{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range r.IntN(60) {
+			raw := rawOf(randomSubmission(r, i, users, seed%2 == 0))
+			if err := st.Load(materialize.CollSubmission, raw); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.submissions.InsertOne(ctx, raw); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, _, err := st.UserStats(ctx, users)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := db.UserStats(ctx, users)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range users {
+			if !got[u].Equal(want[u]) {
+				t.Fatalf("seed %d user %q: server %+v, memstore %+v", seed, u, got[u], want[u])
+			}
+		}
 	}
 }

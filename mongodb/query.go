@@ -289,3 +289,84 @@ func recordKeysWrite(id bson.ObjectID, pairs []materialize.Pair) (filter, update
 	return bson.D{{Key: "_id", Value: id}},
 		bson.D{{Key: "$addToSet", Value: bson.D{{Key: "pairs", Value: bson.D{{Key: "$each", Value: each}}}}}}
 }
+
+// userStatsPipeline counts the derived user fields of the named users on
+// the server (Source.UserStats), over the index user_1_... ($match on its
+// prefix): per user {_id: user, n: judged submissions, ac: judged with
+// score 100, first: [{p: problem, f: {t: timestamp, i: _id}}] the first
+// AC submission of each problem by (timestamp, _id), other: [[_id...]]}.
+//
+// Only submissions whose fields have the types Back-End writes are
+// counted here ("plain": _id an ObjectId, user a string, problem an int or
+// long, timestamp a date, languageType, status and score an int, a long,
+// null or missing). Every other submission of the users is listed in
+// other, uncounted: the caller reads those by _id and decodes them with
+// materialize.DecodeSubmission, so whole doubles, malformed documents and
+// every other edge case follow the Go decoder exactly. On plain documents
+// the rule is materialize's: status missing or null reads -2 and score -1;
+// judged is status not -2 and not -1, or status -1 with score >= 0 (a
+// rejudge in flight); AC is judged with score == 100; languageType does
+// not matter (handwritten submissions count on the user).
+//
+// $min ignores null and $push skips missing ($$REMOVE) values; documents
+// {t, i} compare field by field, t first, so $min picks the earliest
+// (timestamp, _id), and the $sort on it before the second $group makes
+// order (each AC problem once, by its first AC submission) exactly
+// AC_problem_ids when other is empty. Only a user with documents in other
+// gets first, the (timestamp, _id) of each problem's first AC submission,
+// to merge them with: the common case transfers a few bytes per solved
+// problem.
+func userStatsPipeline(users []string) bson.A {
+	typeIn := func(field string, types ...string) bson.D {
+		ts := make(bson.A, len(types))
+		for i, t := range types {
+			ts[i] = t
+		}
+		return bson.D{{Key: "$in", Value: bson.A{bson.D{{Key: "$type", Value: field}}, ts}}}
+	}
+	plain := bson.D{{Key: "$and", Value: bson.A{
+		isType("$_id", "objectId"),
+		isType("$user", "string"),
+		typeIn("$problem", "int", "long"),
+		isType("$timestamp", "date"),
+		typeIn("$languageType", "missing", "null", "int", "long"),
+		typeIn("$status", "missing", "null", "int", "long"),
+		typeIn("$score", "missing", "null", "int", "long"),
+	}}}
+	status := bson.D{{Key: "$ifNull", Value: bson.A{"$status", int32(materialize.StatusCreated)}}}
+	score := bson.D{{Key: "$ifNull", Value: bson.A{"$score", int32(-1)}}}
+	eq := func(a, b any) bson.D { return bson.D{{Key: "$eq", Value: bson.A{a, b}}} }
+	judged := cond(eq(status, int32(materialize.StatusCreated)), false,
+		cond(eq(status, int32(materialize.StatusPending)),
+			bson.D{{Key: "$gt", Value: bson.A{score, int32(-1)}}},
+			true))
+	countJudged := bson.D{{Key: "$and", Value: bson.A{plain, judged}}}
+	countAC := bson.D{{Key: "$and", Value: bson.A{plain, judged, eq(score, int32(100))}}}
+	hasOther := bson.D{{Key: "$gt", Value: bson.A{bson.D{{Key: "$size", Value: "$other"}}, int32(0)}}}
+	return bson.A{
+		bson.D{{Key: "$match", Value: bson.D{{Key: "user", Value: inValues(users)}}}},
+		bson.D{{Key: "$group", Value: bson.D{
+			{Key: "_id", Value: bson.D{{Key: "u", Value: "$user"}, {Key: "p", Value: "$problem"}, {Key: "ok", Value: plain}}},
+			{Key: "n", Value: bson.D{{Key: "$sum", Value: cond(countJudged, int32(1), int32(0))}}},
+			{Key: "ac", Value: bson.D{{Key: "$sum", Value: cond(countAC, int32(1), int32(0))}}},
+			{Key: "first", Value: bson.D{{Key: "$min", Value: cond(countAC,
+				bson.D{{Key: "t", Value: "$timestamp"}, {Key: "i", Value: "$_id"}}, nil)}}},
+			{Key: "other", Value: bson.D{{Key: "$push", Value: cond(plain, "$$REMOVE", "$_id")}}},
+		}}},
+		bson.D{{Key: "$sort", Value: bson.D{{Key: "first", Value: 1}}}},
+		bson.D{{Key: "$group", Value: bson.D{
+			{Key: "_id", Value: "$_id.u"},
+			{Key: "n", Value: bson.D{{Key: "$sum", Value: "$n"}}},
+			{Key: "ac", Value: bson.D{{Key: "$sum", Value: "$ac"}}},
+			{Key: "order", Value: bson.D{{Key: "$push", Value: cond(isType("$first", "object"), "$_id.p", "$$REMOVE")}}},
+			{Key: "first", Value: bson.D{{Key: "$push", Value: cond(isType("$first", "object"),
+				bson.D{{Key: "p", Value: "$_id.p"}, {Key: "f", Value: "$first"}}, "$$REMOVE")}}},
+			{Key: "other", Value: bson.D{{Key: "$push", Value: cond("$_id.ok", "$$REMOVE", "$other")}}},
+		}}},
+		bson.D{{Key: "$project", Value: bson.D{
+			{Key: "n", Value: 1}, {Key: "ac", Value: 1}, {Key: "other", Value: 1},
+			{Key: "order", Value: cond(hasOther, "$$REMOVE", "$order")},
+			{Key: "first", Value: cond(hasOther, "$first", "$$REMOVE")},
+		}}},
+	}
+}

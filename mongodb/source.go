@@ -447,3 +447,133 @@ func arrayStrings(v bson.RawValue) []string {
 	}
 	return out
 }
+
+// UserStats implements watch.Source: userStatsPipeline per 500 users (one
+// small document per user, whatever the user submitted), then the
+// submissions it could not count (listed in other) read by _id and
+// decoded here, so they count, or are reported malformed, exactly as
+// materialize decodes them.
+func (d *DB) UserStats(ctx context.Context, users []string) (map[string]materialize.UserStats, []*materialize.DecodeError, error) {
+	r := newUserStats(users)
+	for chunk := range slices.Chunk(users, queryTerms) {
+		if err := d.aggregate(ctx, d.submissions, userStatsPipeline(chunk), r.add); err != nil {
+			return nil, nil, fmt.Errorf("read user stats: %w", err)
+		}
+	}
+	var subs []materialize.Submission
+	var bad []*materialize.DecodeError
+	if len(r.others) > 0 {
+		var err error
+		if subs, bad, err = d.SubmissionsByID(ctx, r.others); err != nil {
+			return nil, nil, fmt.Errorf("read user stats: %w", err)
+		}
+	}
+	return r.finish(subs, bad)
+}
+
+// userStats combines userStatsPipeline's results with the submissions it
+// left to the Go decoder.
+type userStats struct {
+	tally  map[string]*materialize.UserTally
+	exact  map[string]materialize.UserStats // users with nothing in other: the server's result as is
+	others []bson.ObjectID
+	bad    []*materialize.DecodeError
+}
+
+func newUserStats(users []string) *userStats {
+	r := &userStats{tally: make(map[string]*materialize.UserTally, len(users)), exact: make(map[string]materialize.UserStats)}
+	for _, u := range users {
+		r.tally[u] = new(materialize.UserTally)
+	}
+	return r
+}
+
+// add takes one result document of userStatsPipeline.
+func (r *userStats) add(raw bson.Raw) error {
+	for _, v := range arrayValues(raw.Lookup("other")) {
+		for _, id := range arrayValues(v) {
+			if oid, ok := id.ObjectIDOK(); ok {
+				r.others = append(r.others, oid)
+			} else {
+				// Not an ObjectId: DecodeSubmission rejects it, and
+				// SubmissionsByID cannot name it.
+				r.bad = append(r.bad, &materialize.DecodeError{Collection: materialize.CollSubmission, ID: id.String(),
+					Field: "_id", Reason: "want an ObjectId, have BSON " + id.Type.String()})
+			}
+		}
+	}
+	u, ok := raw.Lookup("_id").StringValueOK()
+	t := r.tally[u]
+	if !ok || t == nil {
+		return nil // a user value that is not one of the names: only other counts
+	}
+	n, nok := raw.Lookup("n").AsInt64OK()
+	ac, aok := raw.Lookup("ac").AsInt64OK()
+	if !nok || !aok {
+		return fmt.Errorf("user stats of %q: counts are not integers", u)
+	}
+	if order, ok := raw.Lookup("order").ArrayOK(); ok {
+		// Nothing left to the Go decoder: order is AC_problem_ids.
+		vals, err := order.Values()
+		if err != nil {
+			return fmt.Errorf("user stats of %q: unreadable order: %w", u, err)
+		}
+		st := materialize.UserStats{Submission: n, ACSubmission: ac, ACProblemIDs: make([]int64, 0, len(vals))}
+		for _, v := range vals {
+			p, ok := v.AsInt64OK()
+			if !ok {
+				return fmt.Errorf("user stats of %q: AC problem %v is not an integer", u, v)
+			}
+			st.ACProblemIDs = append(st.ACProblemIDs, p)
+		}
+		r.exact[u] = st
+		return nil
+	}
+	t.AddCounted(n, ac)
+	for _, f := range arrayDocs(raw.Lookup("first")) {
+		p, pok := f.Lookup("p").AsInt64OK()
+		first, fok := f.Lookup("f").DocumentOK()
+		if !pok || !fok {
+			return fmt.Errorf("user stats of %q: unreadable first AC %v", u, f)
+		}
+		ts, tok := first.Lookup("t").DateTimeOK()
+		id, iok := first.Lookup("i").ObjectIDOK()
+		if !tok || !iok {
+			return fmt.Errorf("user stats of %q: unreadable first AC %v", u, f)
+		}
+		t.AddFirstAC(p, ts, id)
+	}
+	return nil
+}
+
+// finish adds the submissions read by _id (others) and returns the stats.
+func (r *userStats) finish(others []materialize.Submission, bad []*materialize.DecodeError) (map[string]materialize.UserStats, []*materialize.DecodeError, error) {
+	for i := range others {
+		if t := r.tally[others[i].User]; t != nil {
+			t.Add(&others[i])
+		}
+	}
+	out := make(map[string]materialize.UserStats, len(r.tally))
+	for u, t := range r.tally {
+		if st, ok := r.exact[u]; ok {
+			out[u] = st
+			continue
+		}
+		out[u] = t.Stats()
+	}
+	return out, append(r.bad, bad...), nil
+}
+
+// arrayValues returns the elements of an array value; nil when v is not
+// an array.
+func arrayValues(v bson.RawValue) []bson.RawValue {
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil
+	}
+	return vals
+}

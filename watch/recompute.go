@@ -246,32 +246,54 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 		return nil
 	}
 	users := sortedStrings(keys.Users)
-	var extraPairs []materialize.Pair
+	allPairs := make([]materialize.Pair, 0, len(keys.Pairs))
 	pairUsers := make(map[string]struct{})
 	problemSet := make(map[int64]struct{})
 	for p := range keys.Pairs {
-		if _, ok := keys.Users[p.User]; !ok {
-			extraPairs = append(extraPairs, p)
-		}
+		allPairs = append(allPairs, p)
 		pairUsers[p.User] = struct{}{}
 		problemSet[p.Problem] = struct{}{}
 	}
-	slices.SortFunc(extraPairs, cmpPair)
+	slices.SortFunc(allPairs, cmpPair)
 
-	subs, bad, err := src.Submissions(ctx, users, extraPairs)
-	out.Reads++
-	if err != nil {
-		return fmt.Errorf("read submissions: %w", err)
-	}
-	out.Malformed = append(out.Malformed, bad...)
-	byUser := make(map[string][]materialize.Submission)
-	byPair := make(map[materialize.Pair][]materialize.Submission)
-	for _, s := range subs {
-		byUser[s.User] = append(byUser[s.User], s)
-		p := materialize.Pair{User: s.User, Problem: s.Problem}
-		if _, ok := keys.Pairs[p]; ok {
-			byPair[p] = append(byPair[p], s)
+	// Only the dirty pairs' submissions are read; a user's counts are
+	// computed where the submissions are (Source.UserStats), so a landing
+	// never reads everything its user ever submitted.
+	reported := make(map[string]bool)
+	malformed := func(bad []*materialize.DecodeError) {
+		for _, b := range bad {
+			// One document may be reported by both reads.
+			if k := b.Collection + "\x00" + b.ID + "\x00" + b.Field + "\x00" + b.Reason; !reported[k] {
+				reported[k] = true
+				out.Malformed = append(out.Malformed, b)
+			}
 		}
+	}
+	byPair := make(map[materialize.Pair][]materialize.Submission)
+	if len(allPairs) > 0 {
+		subs, bad, err := src.Submissions(ctx, nil, allPairs)
+		out.Reads++
+		if err != nil {
+			return fmt.Errorf("read submissions: %w", err)
+		}
+		malformed(bad)
+		for _, s := range subs {
+			p := materialize.Pair{User: s.User, Problem: s.Problem}
+			if _, ok := keys.Pairs[p]; ok {
+				byPair[p] = append(byPair[p], s)
+			}
+		}
+	}
+	var derived map[string]materialize.UserStats
+	if len(users) > 0 {
+		var bad []*materialize.DecodeError
+		var err error
+		derived, bad, err = src.UserStats(ctx, users)
+		out.Reads++
+		if err != nil {
+			return fmt.Errorf("read user stats: %w", err)
+		}
+		malformed(bad)
 	}
 
 	// Pairs that matter only with a submission (see Keys.IfSubmitted).
@@ -294,7 +316,10 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 			if !ok {
 				continue // no user document: never create one
 			}
-			st := materialize.DeriveUser(byUser[u])
+			st, ok := derived[u]
+			if !ok {
+				st = materialize.DeriveUser(nil)
+			}
 			if su.OK && st.Equal(su.Stats) {
 				out.SkippedUsers++
 				continue

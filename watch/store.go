@@ -44,6 +44,12 @@ type Source interface {
 	// named pairs (the union; order unspecified). Documents that cannot be
 	// decoded are returned in bad and otherwise ignored.
 	Submissions(ctx context.Context, users []string, pairs []materialize.Pair) (subs []materialize.Submission, bad []*materialize.DecodeError, err error)
+	// UserStats returns the derived user fields of each named user
+	// (materialize.DeriveUser over every submission of the user, zero
+	// values for a user without one), counted where the submissions are
+	// so that a landing does not read a user's whole history. Submissions
+	// of a named user that cannot be decoded are returned in bad.
+	UserStats(ctx context.Context, users []string) (stats map[string]materialize.UserStats, bad []*materialize.DecodeError, err error)
 	// SubmissionsByID returns the named submissions that still exist.
 	SubmissionsByID(ctx context.Context, ids []bson.ObjectID) (subs []materialize.Submission, bad []*materialize.DecodeError, err error)
 	// Problems returns the named problems that exist.
