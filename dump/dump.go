@@ -6,6 +6,7 @@ package dump
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +32,9 @@ type Dir struct {
 
 // Resolve finds the database directory under path: path/<db> when it
 // exists, else path itself when it holds a submission, homework, problem
-// or user BSON file. Errors name what was looked for.
+// or user BSON file. Errors name what was looked for: a *NotFoundError
+// when neither is there, a *ConflictError when a collection is there both
+// plain and gzipped.
 func Resolve(path, db string) (Dir, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -40,15 +43,71 @@ func Resolve(path, db string) (Dir, error) {
 	if !st.IsDir() {
 		return Dir{}, fmt.Errorf("dump directory %s: not a directory", path)
 	}
+	d := Dir{Root: path, Path: path}
 	if sub := filepath.Join(path, db); isDir(sub) {
-		return Dir{Root: path, Path: sub}, nil
+		d.Path = sub
+	} else if !holdsSources(path) {
+		return Dir{}, &NotFoundError{Path: path, Database: db, Others: databasesIn(path)}
 	}
 	for _, c := range Sources {
-		if _, _, ok := find(path, c); ok {
-			return Dir{Root: path, Path: path}, nil
+		p := filepath.Join(d.Path, c+".bson")
+		if exists(p) && exists(p+".gz") {
+			return Dir{}, &ConflictError{Plain: p, Gzip: p + ".gz"}
 		}
 	}
-	return Dir{}, fmt.Errorf("dump directory %s: neither %s/ nor any of %s.bson found", path, db, strings.Join(Sources, ".bson, "))
+	return d, nil
+}
+
+// NotFoundError says a dump directory holds neither the database's
+// directory nor collection files; Others are its subdirectories that hold
+// collection files (dumps of databases with other names).
+type NotFoundError struct {
+	Path, Database string
+	Others         []string
+}
+
+func (e *NotFoundError) Error() string {
+	msg := fmt.Sprintf("dump directory %s: neither %s/ nor any of %s.bson found", e.Path, e.Database, strings.Join(Sources, ".bson, "))
+	if len(e.Others) > 0 {
+		msg += fmt.Sprintf("; it holds the database directories %s/", strings.Join(e.Others, "/, "))
+	}
+	return msg
+}
+
+// ConflictError says a collection is in a dump both as X.bson and
+// X.bson.gz (a mongodump --gzip run into a directory a plain dump filled):
+// which one is current cannot be told, and reading one would write it to
+// both outputs.
+type ConflictError struct{ Plain, Gzip string }
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("dump holds both %s and %s: which is current cannot be told; remove the stale one", e.Plain, e.Gzip)
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func holdsSources(dir string) bool {
+	for _, c := range Sources {
+		if _, _, ok := find(dir, c); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// databasesIn lists the subdirectories of dir holding collection files.
+func databasesIn(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && holdsSources(filepath.Join(dir, e.Name())) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
 
 func isDir(p string) bool {
@@ -111,7 +170,7 @@ func (d Dir) Read(coll string) ([]bson.Raw, error) {
 // writeBSON writes docs to a new collection file at path (gzip-compressed
 // when gz).
 func writeBSON(path string, gz bool, docs []bson.Raw) error {
-	return writeBSONFunc(path, gz, func(emit func(doc []byte) error) error {
+	return writeBSONFunc(context.Background(), path, gz, nil, func(emit func(doc []byte) error) error {
 		for _, doc := range docs {
 			if err := emit(doc); err != nil {
 				return err
@@ -121,7 +180,12 @@ func writeBSON(path string, gz bool, docs []bson.Raw) error {
 	})
 }
 
-func copyFile(src, dst string) error {
+// copyFile copies src to the new file dst, calling written with the
+// bytes copied; it stops when ctx is done. It copies in large steps of
+// io.CopyN, which on Linux the kernel does (copy_file_range through
+// os.File.ReadFrom, which takes the io.LimitedReader): no pass of the
+// bytes through the process.
+func copyFile(ctx context.Context, src, dst string, written func(int64)) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("copy dump file: %w", err)
@@ -131,9 +195,22 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return fmt.Errorf("copy dump file: %w", err)
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy dump file %s: %w", src, err)
+	for {
+		if err := ctx.Err(); err != nil {
+			out.Close()
+			return err
+		}
+		n, err := io.CopyN(out, in, 16<<20)
+		if written != nil && n > 0 {
+			written(n)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			out.Close()
+			return fmt.Errorf("copy dump file %s: %w", src, err)
+		}
 	}
 	return out.Close()
 }
@@ -198,6 +275,14 @@ const maxDocument = 32 << 20
 // file and the document's offset. A missing collection file calls fn for
 // nothing.
 func (d Dir) Each(coll string, deep bool, fn func(doc bson.Raw) error) error {
+	return d.EachRead(coll, deep, nil, fn)
+}
+
+// EachRead is Each, calling read (when not nil) with the number of bytes
+// of the file consumed: each document's size after its call to fn for a
+// plain file, the compressed bytes as they are read for a .gz file. In
+// all they are the file's size (FileSize).
+func (d Dir) EachRead(coll string, deep bool, read func(n int64), fn func(doc bson.Raw) error) error {
 	p, gz, ok := find(d.Path, coll)
 	if !ok {
 		return nil
@@ -208,8 +293,14 @@ func (d Dir) Each(coll string, deep bool, fn func(doc bson.Raw) error) error {
 	}
 	defer f.Close()
 	var r io.Reader = f
+	perDoc := read // a plain file: counted a document at a time
 	if gz {
-		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 256<<10))
+		// A gzipped file: counted as its compressed bytes are read.
+		var cr io.Reader = f
+		if read != nil {
+			cr, perDoc = countingReader{f, read}, nil
+		}
+		zr, err := gzip.NewReader(bufio.NewReaderSize(cr, 256<<10))
 		if err != nil {
 			return fmt.Errorf("read dump %s: %w", p, err)
 		}
@@ -277,6 +368,9 @@ func (d Dir) Each(coll string, deep bool, fn func(doc bson.Raw) error) error {
 		if err := fn(doc); err != nil {
 			return err
 		}
+		if perDoc != nil {
+			perDoc(int64(size))
+		}
 		start += size
 		off += int64(size)
 	}
@@ -290,10 +384,12 @@ type Rewrite func(emit func(doc []byte) error) error
 // directory out, in the same layout: every file under d.Root (other
 // databases, metadata, oplog.bson) is copied byte for byte, except the
 // BSON files of the collections in rewrite in the database directory,
-// whose documents come from rewrite (in the same compression). Callers
-// write into a temporary directory and rename it into place, so that a
-// failure leaves no partial output.
-func (d Dir) CopyTo(out string, rewrite map[string]Rewrite) error {
+// whose documents come from rewrite (in the same compression). written,
+// when not nil, is called with the bytes copied and the bytes of the
+// documents rewritten (before compression), as they are written. It stops
+// when ctx is done, returning ctx.Err(). Callers write into an Output, so
+// that a failure leaves no partial output.
+func (d Dir) CopyTo(ctx context.Context, out string, rewrite map[string]Rewrite, written func(n int64)) error {
 	root := d.Root
 	if root == "" {
 		root = d.Path
@@ -305,6 +401,9 @@ func (d Dir) CopyTo(out string, rewrite map[string]Rewrite) error {
 	return filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("read dump: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		if abs, _ := filepath.Abs(path); abs == outAbs {
 			return fs.SkipDir
@@ -318,7 +417,7 @@ func (d Dir) CopyTo(out string, rewrite map[string]Rewrite) error {
 			if rel == "." {
 				return nil
 			}
-			if err := os.MkdirAll(dst, 0o755); err != nil {
+			if err := os.MkdirAll(dst, 0o777); err != nil {
 				return fmt.Errorf("write dump: %w", err)
 			}
 			return nil
@@ -328,14 +427,52 @@ func (d Dir) CopyTo(out string, rewrite map[string]Rewrite) error {
 			coll := strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".bson")
 			rw, ok := rewrite[coll]
 			if ok && (strings.HasSuffix(name, ".bson") || strings.HasSuffix(name, ".bson.gz")) {
-				return writeBSONFunc(dst, strings.HasSuffix(name, ".gz"), rw)
+				return writeBSONFunc(ctx, dst, strings.HasSuffix(name, ".gz"), written, rw)
 			}
 		}
-		return copyFile(path, dst)
+		return copyFile(ctx, path, dst, written)
 	})
 }
 
-func writeBSONFunc(path string, gz bool, rw Rewrite) (err error) {
+// TreeSize is the size in bytes of every file under the dump's root (what
+// CopyTo reads).
+func (d Dir) TreeSize() (int64, error) {
+	root := d.Root
+	if root == "" {
+		root = d.Path
+	}
+	var n int64
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("read dump: %w", err)
+		}
+		if e.Type().IsRegular() {
+			info, err := e.Info()
+			if err != nil {
+				return fmt.Errorf("read dump: %w", err)
+			}
+			n += info.Size()
+		}
+		return nil
+	})
+	return n, err
+}
+
+// FileSize is the size in bytes of coll's file (compressed, for a .gz),
+// 0 when the dump has none.
+func (d Dir) FileSize(coll string) int64 {
+	p, _, ok := find(d.Path, coll)
+	if !ok {
+		return 0
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+func writeBSONFunc(ctx context.Context, path string, gz bool, written func(int64), rw Rewrite) (err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("write dump: %w", err)
@@ -352,9 +489,18 @@ func writeBSONFunc(path string, gz bool, rw Rewrite) (err error) {
 		zw = gzip.NewWriter(bw)
 		w = zw
 	}
+	n := 0
 	if err := rw(func(doc []byte) error {
+		if n++; n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
 		if _, err := w.Write(doc); err != nil {
 			return fmt.Errorf("write dump %s: %w", path, err)
+		}
+		if written != nil {
+			written(int64(len(doc)))
 		}
 		return nil
 	}); err != nil {
@@ -421,4 +567,18 @@ func WriteStream(dir string, colls []string, gen func(emit func(coll string, doc
 		}
 		return nil
 	})
+}
+
+// countingReader calls read with the bytes each Read returns.
+type countingReader struct {
+	r    io.Reader
+	read func(int64)
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.read(int64(n))
+	}
+	return n, err
 }

@@ -83,6 +83,8 @@ func typeName(v any) string {
 		return "array"
 	case string:
 		return "string"
+	case bson.Symbol:
+		return "symbol"
 	case int32:
 		return "int"
 	case int64:
@@ -128,14 +130,22 @@ func compare(a, b any) (int, bool) {
 		}
 		return 0, true
 	}
+	// Strings and symbols are one canonical type: they compare (and
+	// match, and group) as the same value (the server's BSON comparison
+	// order lists "Symbol, String" as one rank).
+	if x, ok := stringOf(a); ok {
+		y, ok := stringOf(b)
+		if !ok {
+			return 0, false
+		}
+		return strings.Compare(x, y), true
+	}
 	if typeName(a) != typeName(b) {
 		return 0, false
 	}
 	switch x := a.(type) {
 	case missingT, nil:
 		return 0, true
-	case string:
-		return strings.Compare(x, b.(string)), true
 	case bool:
 		y := b.(bool)
 		switch {
@@ -182,6 +192,17 @@ func compare(a, b any) (int, bool) {
 	ab, _ := bson.Marshal(bson.D{{Key: "v", Value: a}})
 	bb, _ := bson.Marshal(bson.D{{Key: "v", Value: b}})
 	return bytes.Compare(ab, bb), true
+}
+
+// stringOf returns the text of a string or a symbol.
+func stringOf(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case bson.Symbol:
+		return string(x), true
+	}
+	return "", false
 }
 
 func equal(a, b any) bool {
@@ -800,7 +821,7 @@ func group(docs []bson.D, spec bson.D) []bson.D {
 		}
 		var g *acc
 		for _, x := range groups {
-			if equal(x.key, k) && typeName(x.key) == typeName(k) {
+			if equal(x.key, k) { // by value, as the server groups: 1 and NumberLong(1), "a" and Symbol("a") are one key
 				g = x
 			}
 		}
@@ -878,7 +899,7 @@ func typeRank(v any) int {
 		return 1
 	case "int", "long", "double":
 		return 2
-	case "string":
+	case "string", "symbol":
 		return 3
 	case "object":
 		return 4

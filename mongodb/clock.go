@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // writeClock is the latest operationTime of the daemon's own acknowledged
@@ -59,8 +60,19 @@ func majorityAcknowledged(err error) bool {
 // at or before that time. A write with no session (an implicit session)
 // would leave the time unknown to the adapter. When no session can be
 // started the write runs without one and the clock stays.
+//
+// The session is not causally consistent, as an implicit one: the driver
+// sends readConcern.afterClusterTime on the writes of a causally
+// consistent session once it has an operation time
+// (x/mongo/driver/operation.go:1612-1619), so a retry after a fail-over
+// would wait until the new primary passes the old primary's last applied
+// time. The session's operation time is the latest of every reply of the
+// write, a failed first attempt's included: after a fail-over the clock
+// can be ahead of the write by that reply, and a read after it waits until
+// the new primary's next write (its periodic no-op at the latest)
+// commits. Later than needed, never earlier.
 func (d *DB) writeSession(ctx context.Context, write func(context.Context) error) error {
-	sess, err := d.client.StartSession()
+	sess, err := d.client.StartSession(options.Session().SetCausalConsistency(false))
 	if err != nil {
 		return write(ctx)
 	}

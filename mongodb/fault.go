@@ -176,6 +176,13 @@ func classify(err error) watch.Class {
 	return watch.Unclassified
 }
 
+// isAuthenticationFailed reports whether err is 18 AuthenticationFailed
+// (and not 13 Unauthorized).
+func isAuthenticationFailed(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(codeAuthenticationFailed) && !se.HasErrorCode(codeUnauthorized)
+}
+
 func isHistoryLost(se mongo.ServerError) bool {
 	if se == nil {
 		return false
@@ -227,12 +234,20 @@ func needs(coll string, actions ...string) need { return need{coll: coll, action
 
 // fail returns err, prefixed with op, marked with its class (classify);
 // nil stays nil. An Unauthorized error also says which privilege op needs
-// on which resource of database db, and where the role is documented.
+// on which resource of database db, and where the role is documented;
+// an AuthenticationFailed one (also Unauthorized) says to check the
+// credentials instead.
 func fail(db string, n need, op string, err error) error {
 	if err == nil {
 		return nil
 	}
 	c := classify(err)
+	if c == watch.Unauthorized && isAuthenticationFailed(err) {
+		// No privilege is missing: the credentials are wrong (or were
+		// rotated under a running daemon, whose new connections then fail
+		// their handshake).
+		return watch.WithClass(c, fmt.Errorf("%s: %w; authentication failed: check the URI's user name, password, authSource and authMechanism", op, err))
+	}
 	if c == watch.Unauthorized && len(n.actions) > 0 {
 		res := fmt.Sprintf("collection %s.%s", db, n.coll)
 		if n.coll == "" {

@@ -125,8 +125,8 @@ type DB struct {
 	// written is the operationTime of the last acknowledged write of
 	// bulk (derived values, key index): reads under a batch read after it.
 	written writeClock
-	// handoff is the last hand-off time ClusterTime returned through a
-	// mongos: the scans read causally after it (afterHandoff).
+	// handoff is the last hand-off time ClusterTime returned: the scans
+	// read causally after it (afterHandoff).
 	handoff writeClock
 }
 
@@ -188,7 +188,7 @@ func open(ctx context.Context, client *mongo.Client, cfg Config) (*DB, error) {
 	}
 	hello, err := helloResponse(ctx, admin)
 	if err != nil {
-		return nil, failed("hello", err)
+		return nil, openError(cfg, classify(err), err) // err says "hello: "
 	}
 	standalone, err := topology(hello, cfg.AllowStandalone)
 	if err != nil {
@@ -381,6 +381,9 @@ func parseVersion(v string) (major, minor int, err error) {
 // checkTopology fails unless a hello (or isMaster) response comes from a
 // replica set member (setName) or a mongos (msg "isdbgrid").
 func checkTopology(hello bson.Raw) error {
+	if err := checkInitiated(hello); err != nil {
+		return err
+	}
 	if name, ok := hello.Lookup("setName").StringValueOK(); ok && name != "" {
 		return nil
 	}
@@ -390,9 +393,26 @@ func checkTopology(hello bson.Raw) error {
 	return errors.New("server is a standalone mongod: change streams need a replica set; see docs/operations.md to convert a standalone")
 }
 
+// checkInitiated fails for a mongod started with --replSet whose replica
+// set was never initiated: its hello says isreplicaset true and has no
+// setName (the driver calls it an RSGhost). It is no standalone, and no
+// command can use it until rs.initiate().
+func checkInitiated(hello bson.Raw) error {
+	ghost, _ := hello.Lookup("isreplicaset").BooleanOK()
+	if name, _ := hello.Lookup("setName").StringValueOK(); !ghost || name != "" {
+		return nil
+	}
+	info, _ := hello.Lookup("info").StringValueOK()
+	return fmt.Errorf("the server runs with --replSet but its replica set is not initiated (%q): run rs.initiate() (see docs/operations.md#converting-the-standalone-to-a-one-node-replica-set)", info)
+}
+
 // topology reads a hello (or isMaster) response: standalone is true for a
-// standalone mongod, which is an error unless allowStandalone.
+// standalone mongod, which is an error unless allowStandalone. A member
+// of a replica set not initiated yet is an error either way.
 func topology(hello bson.Raw, allowStandalone bool) (standalone bool, err error) {
+	if err := checkInitiated(hello); err != nil {
+		return false, err
+	}
 	if err := checkTopology(hello); err != nil {
 		if allowStandalone {
 			return true, nil

@@ -925,8 +925,8 @@ func TestIntegrationEnsureIndexes(t *testing.T) {
 // TestIntegrationUserStats runs userStatsPipeline on a real server over
 // the random submissions of TestUserStatsPipeline (every edge case: whole
 // and fractional doubles, nulls, missing fields, strings, a string _id, an
-// array user, duplicate keys, (timestamp, _id) ties) and compares with
-// memstore's UserStats.
+// array user, a symbol user, duplicate keys, (timestamp, _id) ties) and
+// compares with memstore's UserStats.
 func TestIntegrationUserStats(t *testing.T) {
 	db := testDB(t)
 	ctx := testCtx(t)
@@ -962,5 +962,59 @@ func TestIntegrationUserStats(t *testing.T) {
 				t.Fatalf("seed %d user %q: server %+v, memstore %+v", seed, u, got[u], want[u])
 			}
 		}
+	}
+}
+
+// TestIntegrationUserStatsOddDocuments: on a real server, a symbol user
+// equal to a name (matched, grouped and sorted as the string) does not
+// take the counted user's place, and a null _id is reported as the
+// decoder reports it (the unit tests TestUserStatsPipelineUserTypes and
+// TestUserStatsPipelineNonObjectID hold the evaluator's reading of the
+// same documents).
+func TestIntegrationUserStatsOddDocuments(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	if err := db.EnsureIndexes(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.submissions.DeleteMany(ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	ts := bson.DateTime(1_700_000_000_000)
+	docs := []bson.D{
+		{{Key: "_id", Value: bson.ObjectID{11: 1}}, {Key: "user", Value: "a"}, {Key: "problem", Value: int32(7)},
+			{Key: "timestamp", Value: ts}, {Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}},
+		{{Key: "_id", Value: bson.ObjectID{11: 2}}, {Key: "user", Value: bson.Symbol("a")}, {Key: "problem", Value: int32(8)},
+			{Key: "timestamp", Value: ts}, {Key: "status", Value: int32(1)}, {Key: "score", Value: int32(0)}},
+		{{Key: "_id", Value: nil}, {Key: "user", Value: "a"}, {Key: "problem", Value: int32(9)},
+			{Key: "timestamp", Value: ts}, {Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}},
+	}
+	var wantBad []materialize.DecodeError
+	for _, d := range docs {
+		if _, err := db.submissions.InsertOne(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := materialize.DecodeSubmission(rawOf(d)); err != nil {
+			wantBad = append(wantBad, *err.(*materialize.DecodeError))
+		}
+	}
+	stats, bad, err := db.UserStats(ctx, []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (materialize.UserStats{Submission: 1, ACSubmission: 1, ACProblemIDs: []int64{7}}); !stats["a"].Equal(want) {
+		t.Errorf("stats of a %+v, want %+v", stats["a"], want)
+	}
+	var gotBad []materialize.DecodeError
+	for _, b := range bad {
+		gotBad = append(gotBad, *b)
+	}
+	sortErrs := func(es []materialize.DecodeError) {
+		slices.SortFunc(es, func(x, y materialize.DecodeError) int { return strings.Compare(x.Error(), y.Error()) })
+	}
+	sortErrs(gotBad)
+	sortErrs(wantBad)
+	if !slices.Equal(gotBad, wantBad) {
+		t.Errorf("malformed %v, want %v", gotBad, wantBad)
 	}
 }

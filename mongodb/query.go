@@ -346,7 +346,11 @@ func userStatsPipeline(users []string) bson.A {
 	return bson.A{
 		bson.D{{Key: "$match", Value: bson.D{{Key: "user", Value: inValues(users)}}}},
 		bson.D{{Key: "$group", Value: bson.D{
-			{Key: "_id", Value: bson.D{{Key: "u", Value: "$user"}, {Key: "p", Value: "$problem"}, {Key: "ok", Value: plain}}},
+			// u is null unless user is a string: the server matches, groups
+			// and sorts a symbol (and $match an array holding the name)
+			// as equal to the name, and the second $group's _id is its
+			// first document's, which must be a counted user's string.
+			{Key: "_id", Value: bson.D{{Key: "u", Value: cond(isType("$user", "string"), "$user", nil)}, {Key: "p", Value: "$problem"}, {Key: "ok", Value: plain}}},
 			{Key: "n", Value: bson.D{{Key: "$sum", Value: cond(countJudged, int32(1), int32(0))}}},
 			{Key: "ac", Value: bson.D{{Key: "$sum", Value: cond(countAC, int32(1), int32(0))}}},
 			{Key: "first", Value: bson.D{{Key: "$min", Value: cond(countAC,

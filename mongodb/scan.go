@@ -24,15 +24,19 @@ import (
 // sorts, spilling to disk (allowDiskUse). Undecodable submissions go to
 // bad; an error from fn stops the scan and is returned.
 func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission) error, bad func(*materialize.DecodeError)) error {
+	// listIndexes first and outside the scan's causal session: its reply's
+	// operationTime (the primary's last applied optime) would otherwise
+	// become the find's afterClusterTime, a commit point to wait for that
+	// no write of the daemon needs.
+	hinted, err := hasIndex(ctx, d.submissions, scanIndexName)
+	if err != nil {
+		return fail(d.cfg.Database, needs(d.submissions.Name(), "listIndexes"), "scan submissions", err)
+	}
 	ctx, end, err := causalCtx(d.afterHandoff(ctx), d.submissions, d.written.load())
 	if err != nil {
 		return fail(d.cfg.Database, needs(d.submissions.Name(), "find"), "scan submissions", err)
 	}
 	defer end()
-	hinted, err := hasIndex(ctx, d.submissions, scanIndexName)
-	if err != nil {
-		return fail(d.cfg.Database, needs(d.submissions.Name(), "listIndexes"), "scan submissions", err)
-	}
 	opts := options.Find().SetProjection(submissionProjection).SetSort(scanSort).SetAllowDiskUse(true)
 	if hinted {
 		opts.SetHint(scanIndexName)
@@ -177,24 +181,32 @@ func (d *DB) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 	}
 	ts, err := clusterTimeOf(raw)
 	if err != nil {
-		return bson.Timestamp{}, watch.WithClass(watch.Fatal, fmt.Errorf("cluster time: %w", err))
+		// Open made sure this is a replica set member: one answers
+		// without a cluster time only for a while after it starts (with
+		// --keyFile, until its signing keys exist, SERVER-43086).
+		return bson.Timestamp{}, watch.WithClass(watch.Transient, fmt.Errorf("cluster time: %w", err))
 	}
+	d.handoff.advance(ts)
 	return ts, nil
 }
 
-// afterHandoff returns ctx for a scan's read: through a mongos, causally
-// after the last hand-off time ClusterTime returned (watch.WithReadAfter,
-// which causalCtx turns into afterClusterTime), unless ctx already reads
-// after a time. A shard's majority read then waits until its committed
-// snapshot includes that time, so the scan sees every write of every
-// shard at or before the hand-off, whichever shard lags. On a replica set
-// ClusterTime is the majority commit point itself: nothing to wait for.
+// afterHandoff returns ctx for a scan's read: causally after the last
+// hand-off time ClusterTime returned (watch.WithReadAfter, which
+// causalCtx turns into afterClusterTime), unless ctx already reads after
+// a later time. Through a mongos a shard's majority read then waits until its
+// committed snapshot includes that time, so the scan sees every write of
+// every shard at or before the hand-off, whichever shard lags. On a
+// replica set ClusterTime is the answering primary's majority commit
+// point, which a read on that primary passes at once; after a fail-over
+// in between, the new primary's commit point can trail it until the new
+// primary commits in its own term (SERVER-53813), and the scan would miss
+// writes the stream started at the hand-off time does not deliver.
 func (d *DB) afterHandoff(ctx context.Context) context.Context {
 	t := d.handoff.load()
-	if !d.sharded || t.IsZero() {
+	if t.IsZero() {
 		return ctx
 	}
-	if _, ok := watch.ReadAfter(ctx); ok {
+	if r, ok := watch.ReadAfter(ctx); ok && !r.Before(t) {
 		return ctx
 	}
 	return watch.WithReadAfter(ctx, t)
@@ -205,12 +217,14 @@ func (d *DB) afterHandoff(ctx context.Context) context.Context {
 // postBatchResumeToken, which the driver caches as the stream's resume
 // token when the first batch is empty (mongo/change_stream.go:396-401,
 // updatePbrtFromCommand). Through a mongos that token is the merged
-// stream's high-water mark: the earliest of every shard's (each shard's
-// stream has read its majority-committed oplog up to its own mark), so
-// every write of any shard at or before it is majority-committed, visible
-// to the scan that follows, and every later one is delivered by a stream
-// started at it. The stream is closed at once (killCursors, bounded by
-// closeTimeout).
+// stream's high-water mark, the earliest of every shard's; for a stream
+// opened with no start point and an empty first batch it is the start
+// time mongos chose (its cluster time), which a lagging shard may not
+// have committed yet. Every later write is delivered by a stream started
+// at it; every earlier one is seen by the scans because they read with
+// afterClusterTime at it (afterHandoff), so each shard answers only once
+// its majority-committed snapshot reaches it. The stream is closed at
+// once (killCursors, bounded by closeTimeout).
 func (d *DB) streamClusterTime(ctx context.Context) (bson.Timestamp, error) {
 	cs, err := d.db.Watch(ctx, bson.A{}, options.ChangeStream().SetBatchSize(0))
 	if err != nil {
@@ -295,7 +309,7 @@ func clusterTimeOf(resp bson.Raw) (bson.Timestamp, error) {
 		}
 	}
 	if !found || out.IsZero() {
-		return bson.Timestamp{}, errors.New("response holds neither operationTime nor $clusterTime (not a replica set?)")
+		return bson.Timestamp{}, errors.New("response holds neither operationTime nor $clusterTime (a member just started, or not a replica set)")
 	}
 	return out, nil
 }

@@ -33,22 +33,24 @@ func each(ctx context.Context, cur *mongo.Cursor, fn func(bson.Raw) error) error
 }
 
 // causalCtx returns ctx for one read on coll: when ctx carries
-// watch.ReadAfter(t), a context holding a new causally consistent session
-// (mongo/session.go:63 NewSessionContext) whose operationTime is advanced
-// to the later of t and written, the operationTime of the daemon's own
-// last acknowledged write (writeClock; mongo/session.go:397
-// AdvanceOperationTime), so the driver sends readConcern {level: <the
-// collection's, majority>, afterClusterTime: that time}
-// (x/mongo/driver/operation.go:1637-1641): the server answers only once
-// its majority-committed snapshot includes the batch's last event and
-// the daemon's own writes. Without the latter, a read after a fail-over
-// could come from a snapshot before the daemon's last write, and a value
-// equal to that stale one would be skipped as "already stored". Reads
-// stay on the primary (the client's read preference). end ends the
-// session.
+// watch.ReadAfter(t) or the daemon wrote already (written is not zero), a
+// context holding a new causally consistent session (mongo/session.go:63
+// NewSessionContext) whose operationTime is advanced to the later of t
+// and written, the operationTime of the daemon's own last acknowledged
+// write (writeClock; mongo/session.go:397 AdvanceOperationTime), so the
+// driver sends readConcern {level: <the collection's, majority>,
+// afterClusterTime: that time} (x/mongo/driver/operation.go:1637-1641):
+// the server answers only once its majority-committed snapshot includes
+// the batch's last event and the daemon's own writes. Without the
+// latter, a read after a fail-over could come from a snapshot before the
+// daemon's last write (a new primary's commit point trails the old one's
+// until it commits in its own term), and a value equal to that stale one
+// would be skipped as "already stored"; that holds for a rebuild's scans
+// too, which carry no ReadAfter. Reads stay on the primary (the client's
+// read preference). end ends the session.
 func causalCtx(ctx context.Context, coll *mongo.Collection, written bson.Timestamp) (_ context.Context, end func(), err error) {
 	t, ok := watch.ReadAfter(ctx)
-	if !ok {
+	if !ok && written.IsZero() {
 		return ctx, func() {}, nil
 	}
 	if t.Before(written) {
@@ -66,7 +68,7 @@ func causalCtx(ctx context.Context, coll *mongo.Collection, written bson.Timesta
 }
 
 // find runs a find on coll and calls fn with each document (causally
-// after watch.ReadAfter(ctx) when set).
+// after watch.ReadAfter(ctx) when set and after the daemon's own writes).
 func (d *DB) find(ctx context.Context, coll *mongo.Collection, filter any, opts *options.FindOptionsBuilder, fn func(bson.Raw) error) error {
 	if opts == nil {
 		opts = options.Find()
@@ -88,7 +90,8 @@ func (d *DB) find(ctx context.Context, coll *mongo.Collection, filter any, opts 
 }
 
 // aggregate runs a pipeline on coll and calls fn with each result
-// (causally after watch.ReadAfter(ctx) when set).
+// (causally after watch.ReadAfter(ctx) when set and after the daemon's
+// own writes).
 func (d *DB) aggregate(ctx context.Context, coll *mongo.Collection, pipeline bson.A, fn func(bson.Raw) error) error {
 	db, op, n := coll.Database().Name(), "aggregate "+coll.Name(), needs(coll.Name(), "find")
 	ctx, end, err := causalCtx(ctx, coll, d.written.load())
@@ -495,10 +498,20 @@ func (r *userStats) add(raw bson.Raw) error {
 			if oid, ok := id.ObjectIDOK(); ok {
 				r.others = append(r.others, oid)
 			} else {
-				// Not an ObjectId: DecodeSubmission rejects it, and
-				// SubmissionsByID cannot name it.
-				r.bad = append(r.bad, &materialize.DecodeError{Collection: materialize.CollSubmission, ID: id.String(),
-					Field: "_id", Reason: "want an ObjectId, have BSON " + id.Type.String()})
+				// Not an ObjectId: SubmissionsByID cannot name it, and
+				// DecodeSubmission rejects it on _id before any other
+				// field, so the decoder's report on {_id} alone is the
+				// report on the document.
+				doc, err := bson.Marshal(bson.D{{Key: "_id", Value: id}})
+				if err != nil {
+					return fmt.Errorf("user stats: _id %v: %w", id, err)
+				}
+				_, err = materialize.DecodeSubmission(doc)
+				var de *materialize.DecodeError
+				if !errors.As(err, &de) {
+					return fmt.Errorf("user stats: _id %v: not rejected by the decoder: %v", id, err)
+				}
+				r.bad = append(r.bad, de)
 			}
 		}
 	}
@@ -507,8 +520,8 @@ func (r *userStats) add(raw bson.Raw) error {
 	if !ok || t == nil {
 		return nil // a user value that is not one of the names: only other counts
 	}
-	n, nok := raw.Lookup("n").AsInt64OK()
-	ac, aok := raw.Lookup("ac").AsInt64OK()
+	n, nok := materialize.IntValue(raw.Lookup("n"))
+	ac, aok := materialize.IntValue(raw.Lookup("ac"))
 	if !nok || !aok {
 		return fmt.Errorf("user stats of %q: counts are not integers", u)
 	}
@@ -520,7 +533,7 @@ func (r *userStats) add(raw bson.Raw) error {
 		}
 		st := materialize.UserStats{Submission: n, ACSubmission: ac, ACProblemIDs: make([]int64, 0, len(vals))}
 		for _, v := range vals {
-			p, ok := v.AsInt64OK()
+			p, ok := materialize.IntValue(v)
 			if !ok {
 				return fmt.Errorf("user stats of %q: AC problem %v is not an integer", u, v)
 			}
@@ -531,7 +544,7 @@ func (r *userStats) add(raw bson.Raw) error {
 	}
 	t.AddCounted(n, ac)
 	for _, f := range arrayDocs(raw.Lookup("first")) {
-		p, pok := f.Lookup("p").AsInt64OK()
+		p, pok := materialize.IntValue(f.Lookup("p"))
 		first, fok := f.Lookup("f").DocumentOK()
 		if !pok || !fok {
 			return fmt.Errorf("user stats of %q: unreadable first AC %v", u, f)

@@ -18,7 +18,8 @@ import (
 // user outside them, or of none), with every field drawn from the values
 // Back-End writes and from the malformed or unusual ones a database may
 // hold: whole and fractional doubles, longs, nulls, missing fields,
-// strings, a string _id, an array user; few timestamps, so (timestamp,
+// strings, a string _id, an array user, a symbol user (equal to the
+// string as a value on the server); few timestamps, so (timestamp,
 // _id) ties are frequent. With plain, only the types Back-End writes
 // (the server counts every document).
 func randomSubmission(r *rand.Rand, i int, users []string, plain bool) bson.D {
@@ -49,7 +50,7 @@ func randomSubmission(r *rand.Rand, i int, users []string, plain bool) bson.D {
 			d = append(d, bson.E{Key: k, Value: v})
 		}
 	}
-	add("user", pick(u, u, u, u, u, u, u, u, "outsider", bson.A{u}, missing, nil, int32(1)))
+	add("user", pick(u, u, u, u, u, u, u, u, "outsider", bson.A{u}, bson.Symbol(u), missing, nil, int32(1)))
 	add("problem", pick(int32(1), int32(2), int32(3), int64(4), int32(5), float64(3), float64(2.5), "3", missing, nil))
 	ts := bson.DateTime(1_700_000_000_000 + int64(r.IntN(6))*1000)
 	add("timestamp", pick(ts, ts, ts, ts, ts, ts, ts, missing, "2026", int64(5)))
@@ -125,13 +126,14 @@ func TestUserStatsPipeline(t *testing.T) {
 			t.Fatalf("seed %d: %d users, want %d", seed, len(got), len(named))
 		}
 		// Every submission memstore reports malformed (its user a named
-		// string) is reported by the adapter too.
-		ids := map[string]bool{}
+		// string) is reported by the adapter too, as the decoder reports
+		// it (watch de-duplicates the reports of two reads by value).
+		reported := map[materialize.DecodeError]bool{}
 		for _, b := range gotBad {
-			ids[b.ID] = true
+			reported[*b] = true
 		}
 		for _, b := range wantBad {
-			if b.Field != "_id" && !ids[b.ID] {
+			if !reported[*b] {
 				t.Fatalf("seed %d: malformed %v not reported (got %v)", seed, b, gotBad)
 			}
 		}
@@ -157,4 +159,105 @@ func TestUserStatsPipelineShape(t *testing.T) {
 		}
 	}
 	_ = time.Now
+}
+
+// userStatsOver runs userStatsPipeline through the evaluator over docs and
+// completes it as DB.UserStats does: the documents listed in other are
+// read by _id and decoded by materialize.DecodeSubmission.
+func userStatsOver(t *testing.T, docs []bson.D, named []string) (map[string]materialize.UserStats, []*materialize.DecodeError) {
+	t.Helper()
+	res := newUserStats(named)
+	for _, out := range runPipeline(docs, norm(userStatsPipeline(named)).(bson.A)) {
+		if err := res.add(rawOf(out)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var others []materialize.Submission
+	var bad []*materialize.DecodeError
+	for _, id := range res.others {
+		for _, d := range docs {
+			if equal(lookupD(d, "_id"), id) {
+				s, err := materialize.DecodeSubmission(rawOf(d))
+				if err != nil {
+					bad = append(bad, err.(*materialize.DecodeError))
+					continue
+				}
+				others = append(others, s)
+			}
+		}
+	}
+	got, gotBad, err := res.finish(others, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, gotBad
+}
+
+// TestUserStatsPipelineUserTypes: a submission whose user is not a string
+// but equals a named user as a value (a BSON symbol: the server matches,
+// groups and sorts "a" and Symbol("a") as one value) is the Go decoder's
+// to report; it must not take the place of the user's counted group in
+// the second $group (whose _id is the first document's), dropping every
+// count of the user.
+func TestUserStatsPipelineUserTypes(t *testing.T) {
+	ts := bson.DateTime(1_700_000_000_000)
+	id := func(i byte) bson.ObjectID { return bson.ObjectID{11: i} }
+	for _, odd := range []any{bson.Symbol("a"), bson.A{"a"}, bson.A{"a", "b"}} {
+		docs := []bson.D{
+			{{Key: "_id", Value: id(1)}, {Key: "user", Value: "a"}, {Key: "problem", Value: int32(7)},
+				{Key: "timestamp", Value: ts}, {Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}},
+			{{Key: "_id", Value: id(2)}, {Key: "user", Value: odd}, {Key: "problem", Value: int32(8)},
+				{Key: "timestamp", Value: ts}, {Key: "status", Value: int32(1)}, {Key: "score", Value: int32(0)}},
+		}
+		got, bad := userStatsOver(t, docs, []string{"a", "b"})
+		want := materialize.UserStats{Submission: 1, ACSubmission: 1, ACProblemIDs: []int64{7}}
+		if !got["a"].Equal(want) {
+			t.Errorf("user %v beside a: stats of a %+v, want %+v", odd, got["a"], want)
+		}
+		if len(bad) != 1 || bad[0].Field != "user" {
+			t.Errorf("user %v: malformed %v, want the document with user %v", odd, bad, odd)
+		}
+	}
+}
+
+// TestUserStatsPipelineNonObjectID: a submission whose _id is not an
+// ObjectId cannot be read back by _id; it is reported exactly as
+// materialize.DecodeSubmission reports it (a null _id is "missing"), so
+// that the same document read by Submissions is reported once.
+func TestUserStatsPipelineNonObjectID(t *testing.T) {
+	ts := bson.DateTime(1_700_000_000_000)
+	for _, id := range []any{nil, "s1", int32(5), 2.5} {
+		doc := bson.D{{Key: "_id", Value: id}, {Key: "user", Value: "a"}, {Key: "problem", Value: int32(7)},
+			{Key: "timestamp", Value: ts}, {Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}}
+		_, derr := materialize.DecodeSubmission(rawOf(doc))
+		want := derr.(*materialize.DecodeError)
+		_, bad := userStatsOver(t, []bson.D{doc}, []string{"a"})
+		if len(bad) != 1 || *bad[0] != *want {
+			t.Errorf("_id %v: reported %v, the decoder reports %v", id, bad, want)
+		}
+	}
+}
+
+// TestUserStatsAddNumbers: the counts and problem ids of a result
+// document are integers by the decoder's rule (int32, int64, a whole
+// double); a fractional double is refused, not truncated as
+// RawValue.AsInt64OK truncates it (bsoncore/value.go, AsInt64OK).
+func TestUserStatsAddNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		doc  bson.D
+		ok   bool
+	}{
+		{"int counts", bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: int32(2)}, {Key: "ac", Value: int64(1)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: bson.A{int64(7)}}}, true},
+		{"whole double count", bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: 2.0}, {Key: "ac", Value: int32(1)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: bson.A{int32(7)}}}, true},
+		{"fractional count", bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: 1.5}, {Key: "ac", Value: int32(1)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: bson.A{int32(7)}}}, false},
+		{"fractional order", bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: int32(1)}, {Key: "ac", Value: int32(1)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: bson.A{7.5}}}, false},
+		{"fractional first", bson.D{{Key: "_id", Value: "a"}, {Key: "n", Value: int32(1)}, {Key: "ac", Value: int32(1)}, {Key: "other", Value: bson.A{bson.A{bson.ObjectID{11: 1}}}},
+			{Key: "first", Value: bson.A{bson.D{{Key: "p", Value: 7.5}, {Key: "f", Value: bson.D{{Key: "t", Value: bson.DateTime(0)}, {Key: "i", Value: bson.ObjectID{11: 2}}}}}}}}, false},
+	} {
+		err := newUserStats([]string{"a"}).add(rawOf(tc.doc))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: add: %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
 }

@@ -30,7 +30,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -87,10 +86,11 @@ func (e *TooLargeError) Error() string {
 }
 
 // CheckOut checks, before any work, that out can receive the corrected
-// copy of dump d: it is not inside the dump (nor the dump itself), not a
-// file, and empty or absent. Errors say which.
+// copy of dump d: it is not inside the dump (nor the dump itself), even
+// through a symbolic link of either path, not a file, and empty or
+// absent (dump.CheckOutput). Errors say which.
 func CheckOut(d dump.Dir, out string) error {
-	outAbs, err := filepath.Abs(out)
+	outAbs, err := dump.ResolvePath(out)
 	if err != nil {
 		return fmt.Errorf("--out %s: %w", out, err)
 	}
@@ -98,7 +98,7 @@ func CheckOut(d dump.Dir, out string) error {
 		if in == "" {
 			continue
 		}
-		inAbs, err := filepath.Abs(in)
+		inAbs, err := dump.ResolvePath(in)
 		if err != nil {
 			return fmt.Errorf("--dump %s: %w", in, err)
 		}
@@ -106,21 +106,8 @@ func CheckOut(d dump.Dir, out string) error {
 			return fmt.Errorf("--out %s is inside the input dump %s (write the copy elsewhere)", out, in)
 		}
 	}
-	st, err := os.Stat(out)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil
-	case err != nil:
-		return fmt.Errorf("--out %s: %w", out, err)
-	case !st.IsDir():
-		return fmt.Errorf("--out %s is a file, not a directory", out)
-	}
-	entries, err := os.ReadDir(out)
-	if err != nil {
-		return fmt.Errorf("--out %s: %w", out, err)
-	}
-	if len(entries) > 0 {
-		return fmt.Errorf("--out %s is not empty (refusing to overwrite)", out)
+	if err := dump.CheckOutput(out); err != nil {
+		return fmt.Errorf("--out: %w", err)
 	}
 	return nil
 }
@@ -352,6 +339,7 @@ type state struct {
 	wide       []wideValues              // see record
 	visited    [][]*materialize.Homework // by problem index: Catalog.Visited
 	arena      [][]byte                  // encoded derived values of drifted entries (see fixAt)
+	inputSize  int64                     // bytes of the four collection files (the reading phase's total)
 }
 
 // hwKey is a problem key of a homework and its problem index: the users
@@ -365,32 +353,29 @@ type hwKey struct {
 func (s *state) underived() uint32 { return uint32(len(s.problemIDs)) }
 
 // Run verifies dump d (Options.Out empty) or writes its corrected copy to
-// Options.Out: into a temporary sibling directory first, renamed into place
-// at the end, so a failed run leaves nothing that blocks a retry (or
-// through Options.Write). The
-// report counts what drifted; the error is a *TooLargeError when a
-// corrected homework would exceed 16 MiB (the report is returned too), or
-// a read or write error.
+// Options.Out through a dump.Output (a partial directory on the output's
+// filesystem, moved into place at the end), or through Options.Write, so a
+// failed or interrupted run leaves nothing that blocks a retry. The report
+// counts what drifted; the error is a *TooLargeError when a corrected
+// homework would exceed 16 MiB (the report is returned too), ctx.Err()
+// when ctx was done (checked between documents in every phase), or a read
+// or write error.
 func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, error) {
 	s := &state{opts: opts, rep: &watch.RebuildReport{}, cat: materialize.NewCatalog(),
 		homeworks: make(map[bson.ObjectID]uint32), ids: make(map[string]uint32), dupKeys: make(map[string]uint32),
 		bad: make(map[string]map[string]*materialize.DecodeError)}
-	var tmp string
+	var out *dump.Output
 	if opts.Out != "" && opts.Write == nil {
 		// Created before any work, so an unwritable place fails at once.
-		parent := filepath.Dir(filepath.Clean(opts.Out))
-		if err := os.MkdirAll(parent, 0o755); err != nil {
-			return nil, fmt.Errorf("--out: %w", err)
-		}
 		var err error
-		if tmp, err = os.MkdirTemp(parent, "."+filepath.Base(opts.Out)+".partial-"); err != nil {
+		if out, err = dump.CreateOutput(opts.Out); err != nil {
 			return nil, fmt.Errorf("--out: %w", err)
 		}
-		defer func() {
-			if tmp != "" {
-				_ = os.RemoveAll(tmp)
-			}
-		}()
+		defer out.Remove() // nothing once committed
+	}
+	s.inputSize = 0
+	for _, c := range dump.Sources {
+		s.inputSize += d.FileSize(c)
 	}
 	if err := s.readCatalog(ctx, d); err != nil {
 		return nil, err
@@ -409,27 +394,63 @@ func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, e
 		return s.rep, err
 	}
 	if opts.Out != "" && opts.Write != nil {
-		opts.Progress.Phase("writing")
+		opts.Progress.Begin("writing", progress.Bytes, 0)
 		return s.rep, opts.Write(ctx, s.rewrites())
 	}
-	if opts.Out == "" {
+	if out == nil {
 		return s.rep, nil
 	}
-	opts.Progress.Phase("writing")
-	if err := d.CopyTo(tmp, map[string]dump.Rewrite{
-		materialize.CollUser:     s.writeUsers,
-		materialize.CollHomework: s.writeHomeworks,
-	}); err != nil {
+	if err := s.write(ctx, d, out); err != nil {
 		return s.rep, err
 	}
-	if err := os.Remove(opts.Out); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return s.rep, fmt.Errorf("--out %s: %w", opts.Out, err) // not empty any more: refused
-	}
-	if err := os.Rename(tmp, opts.Out); err != nil {
-		return s.rep, fmt.Errorf("--out: %w", err)
-	}
-	tmp = ""
 	return s.rep, nil
+}
+
+// write writes the corrected copy of d into out and moves it into place.
+func (s *state) write(ctx context.Context, d dump.Dir, out *dump.Output) error {
+	// The total: the files copied as they are, and the documents of the
+	// rewritten ones (counted before compression).
+	total, err := d.TreeSize()
+	if err != nil {
+		return err
+	}
+	total -= d.FileSize(materialize.CollUser) + d.FileSize(materialize.CollHomework)
+	for _, sl := range s.userOrder {
+		total += int64(len(sl.raw))
+	}
+	for _, sl := range s.hwOrder {
+		total += int64(len(sl.raw))
+	}
+	p := s.opts.Progress
+	p.Begin("writing", progress.Bytes, total)
+	if err := d.CopyTo(ctx, out.Dir(), s.rewrites(), p.Advance); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := out.Commit(); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	return nil
+}
+
+// each reads coll's documents as the phase "reading <coll>" of the
+// progress (in bytes of the input files, whose sizes are known before
+// reading), checking ctx every few thousand documents.
+func (s *state) each(ctx context.Context, d dump.Dir, coll string, fn func(doc bson.Raw) error) error {
+	p := s.opts.Progress
+	p.Phase("reading " + coll)
+	n := 0
+	return d.EachRead(coll, false, p.Advance, func(doc bson.Raw) error {
+		p.Add(1)
+		if n++; n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		return fn(doc)
+	})
 }
 
 // malformed records a document the derivation cannot read; corrupt bytes
@@ -483,13 +504,11 @@ func (s *state) supersede(coll string, doc bson.Raw) {
 
 // readCatalog reads problems, homeworks and users.
 func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
-	p := s.opts.Progress
 	// The decoders validate the whole document (Raw.Validate and a
 	// check of every element), so the reader checks only the framing.
-	p.Phase("problems")
+	s.opts.Progress.Begin("reading", progress.Bytes, s.inputSize)
 	n := 0
-	err := d.Each(materialize.CollProblem, false, func(doc bson.Raw) error {
-		p.Add(1)
+	err := s.each(ctx, d, materialize.CollProblem, func(doc bson.Raw) error {
 		n++
 		s.supersede(materialize.CollProblem, doc)
 		pr, err := materialize.DecodeProblem(doc)
@@ -518,10 +537,8 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	for i, id := range s.problemIDs {
 		s.problemIdx[id] = uint32(i)
 	}
-	p.Phase("homeworks")
 	n = 0
-	err = d.Each(materialize.CollHomework, false, func(doc bson.Raw) error {
-		p.Add(1)
+	err = s.each(ctx, d, materialize.CollHomework, func(doc bson.Raw) error {
 		n++
 		s.supersede(materialize.CollHomework, doc)
 		raw := bson.Raw(bytes.Clone(doc))
@@ -571,13 +588,11 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 	if len(s.entries) > math.MaxUint32 || len(s.hws) > math.MaxUint32 {
 		return fmt.Errorf("read dump %s: more than 2^32 studentStatus entries", d.File(materialize.CollHomework))
 	}
-	p.Phase("users")
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	n = 0
-	return d.Each(materialize.CollUser, false, func(doc bson.Raw) error {
-		p.Add(1)
+	return s.each(ctx, d, materialize.CollUser, func(doc bson.Raw) error {
 		n++
 		s.supersede(materialize.CollUser, doc)
 		// Only an output needs the documents themselves.
@@ -739,8 +754,6 @@ func (s *state) intern(name []byte) uint32 {
 // reader and the decoder); values the derivation does not read are not
 // decoded.
 func (s *state) readSubmissions(ctx context.Context, d dump.Dir) (*buckets, error) {
-	p := s.opts.Progress
-	p.Phase("submissions")
 	recs := &buckets{bits: s.opts.userBits}
 	if recs.bits == 0 {
 		recs.bits = bucketUserBits
@@ -751,13 +764,8 @@ func (s *state) readSubmissions(ctx context.Context, d dump.Dir) (*buckets, erro
 		return s.names[cur]
 	}
 	n := 0
-	err := d.Each(materialize.CollSubmission, false, func(doc bson.Raw) error {
-		p.Add(1)
-		if n++; n%65536 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
+	err := s.each(ctx, d, materialize.CollSubmission, func(doc bson.Raw) error {
+		n++
 		sub, err := materialize.DecodeSubmissionInterned(doc, intern)
 		if err != nil {
 			return s.malformed(d, materialize.CollSubmission, n, err)
@@ -795,8 +803,7 @@ func (s *state) derive(ctx context.Context, recs *buckets) error {
 	packed := recs.n > 0 && uint64(recs.pmax-recs.pmin) < 1<<32
 	var keys []uint64
 	p := s.opts.Progress
-	p.Phase("deriving")
-	p.SetTotal(p.Done() + int64(recs.n))
+	p.Begin("deriving", progress.Documents, int64(recs.n))
 	u := userDeriver{s: s, d: materialize.NewDeriver(), start: materialize.StartEntry()}
 	u.d.Reuse = true // compare keeps a drifted entry's Clone
 	var idx, tmp, ul, pstarts []uint32
@@ -874,7 +881,7 @@ func (s *state) derive(ctx context.Context, recs *buckets) error {
 				slices.SortFunc(mine, func(a, b uint32) int { return cmp.Compare(bucket.at(a).problem, bucket.at(b).problem) })
 			}
 			u.user(s.names[id], s.docs[id], bucket, mine, ents[estart[id]:estart[id+1]])
-			p.Add(len(mine))
+			p.Advance(int64(len(mine)))
 		}
 		bucket.free()
 		if err := ctx.Err(); err != nil {

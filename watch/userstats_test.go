@@ -76,3 +76,56 @@ func TestRecomputeReadsOnlyTheLandingsPair(t *testing.T) {
 		t.Errorf("user stats %+v, want %+v", out.Writes.Users[0].Stats, want)
 	}
 }
+
+// pairReportingSource reports the malformed submissions of the named
+// pairs from Submissions too, as the mongodb adapter does (its pair query
+// matches them), where memstore reports them only for named users.
+type pairReportingSource struct {
+	*memstore.Store
+	bad map[materialize.Pair][]*materialize.DecodeError
+}
+
+func (s *pairReportingSource) Submissions(ctx context.Context, users []string, pairs []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	subs, bad, err := s.Store.Submissions(ctx, users, pairs)
+	for _, p := range pairs {
+		for _, b := range s.bad[p] {
+			c := *b
+			bad = append(bad, &c)
+		}
+	}
+	return subs, bad, err
+}
+
+// TestRecomputeReportsMalformedOnce: a malformed submission of a dirty
+// pair of a dirty user is read twice by derive (the pair's submissions
+// and the user's stats) and reported once.
+func TestRecomputeReportsMalformedOnce(t *testing.T) {
+	st := memstore.New()
+	must(st.Load(materialize.CollUser, mtest.Raw("_id", "u", "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	var id bson.ObjectID
+	id[11] = 9
+	raw := mtest.Raw("_id", id, "user", "u", "problem", int32(1), "timestamp", "yesterday", "status", int32(0), "score", int32(100))
+	must(st.Insert(materialize.CollSubmission, raw))
+	_, derr := materialize.DecodeSubmission(raw)
+	pair := materialize.Pair{User: "u", Problem: 1}
+	src := &pairReportingSource{Store: st, bad: map[materialize.Pair][]*materialize.DecodeError{pair: {derr.(*materialize.DecodeError)}}}
+	// The user and the pair dirty (as a submission key resolves to);
+	// the submission key itself would add a third read of the document,
+	// by _id, which reports it on its own.
+	keys := materialize.NewKeys()
+	keys.AddUser("u")
+	keys.AddPair(pair)
+	out, err := watch.Recompute(context.Background(), src, st, materialize.NewDeriver(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, b := range out.Malformed {
+		if b.ID == derr.(*materialize.DecodeError).ID {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the malformed submission reported %d times: %v", n, out.Malformed)
+	}
+}

@@ -154,7 +154,7 @@ func checkArchiveComplete(name string, colls []dump.Namespace, database string) 
 // archive) into an in-memory store, and says what it read.
 func loadOfflineStore(ctx context.Context, env *environment, path, database string) (*memstore.Store, string, error) {
 	if !isArchive(path) {
-		d, st, err := loadDump(path, database)
+		d, st, err := loadDump(ctx, path, database)
 		return st, "dump " + d.Path, err
 	}
 	s, err := openArchive(ctx, env, path, database, "", true, "explain")
@@ -162,6 +162,6 @@ func loadOfflineStore(ctx context.Context, env *environment, path, database stri
 		return nil, "", err
 	}
 	defer s.close()
-	_, st, err := loadDump(s.a.Dir().Path, database)
+	_, st, err := loadDump(ctx, s.a.Dir().Path, database)
 	return st, "archive " + s.a.Name, err
 }

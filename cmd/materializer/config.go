@@ -74,8 +74,8 @@ func loadOfflineConfig() (*Config, error) {
 		}
 		return nil, &configError{err.Error()}
 	}
-	if o.Database == "" {
-		return nil, &configError{envPrefix + "_DATABASE must not be empty"}
+	if err := checkDatabaseName(o.Database); err != nil {
+		return nil, err
 	}
 	switch o.LogFormat {
 	case "json", "console":
@@ -118,8 +118,9 @@ func loadConfig(needMongo bool) (*Config, error) {
 		return nil, &configError{fmt.Sprintf("%s_WRITE_TIMEOUT must be positive and under half of %s_LEASE_TTL (%s), so a write cannot outlive the lease", envPrefix, envPrefix, c.LeaseTTL)}
 	case c.ReadyMaxLag <= 0:
 		return nil, &configError{envPrefix + "_READY_MAX_LAG must be positive"}
-	case c.Database == "":
-		return nil, &configError{envPrefix + "_DATABASE must not be empty"}
+	}
+	if err := checkDatabaseName(c.Database); err != nil {
+		return nil, err
 	}
 	if err := checkCollections(&c); err != nil {
 		return nil, err
@@ -131,6 +132,9 @@ func loadConfig(needMongo bool) (*Config, error) {
 		// resolved through DNS for nothing.
 		if err := mongodb.CheckURI(c.MongoDBURI); err != nil {
 			return nil, &configError{fmt.Sprintf("%s_MONGODB_URI cannot be parsed: %v", envPrefix, err)}
+		}
+		if err := checkURIOptions(c.MongoDBURI); err != nil {
+			return nil, err
 		}
 	}
 	switch watch.HistoryLostPolicy(c.HistoryLost) {

@@ -32,7 +32,7 @@ stored ones, drift marked. Read-only: writes nothing, creates no index, and
 works on any topology (a standalone too). --dump DIR reads a mongodump
 directory instead (or an archive file; - for standard input). Exit status
 0 (also when drift is shown), 1 on an error, 2 on a usage error such as an
-unknown user or problem.`)
+unknown user or problem, 130 or 143 when interrupted by SIGINT or SIGTERM.`)
 	user := fs.String("user", "", "the username (user._id, submission.user) (required)")
 	problemArg := fs.String("problem", "", "the problemId (problem._id, submission.problem) (required)")
 	asJSON := fs.Bool("json", false, "print the explanation as JSON (shape documented in README.md)")

@@ -8,10 +8,13 @@
 //
 // Commands: run, rebuild, verify, status, explain, seed, version. Configuration is
 // read from MATERIALIZER_* environment variables. Exit status: 0 success,
-// 1 failure (or drift found by verify), 2 usage or configuration error.
+// 1 failure (or drift found by verify), 2 usage or configuration error,
+// 130 interrupted by SIGINT, 143 by SIGTERM (a one-shot command; run exits
+// 0 after a clean stop).
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -19,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -71,19 +75,70 @@ func commands() []command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go onSignals(sigs, cancel, os.Stderr, os.Exit)
 	code := runMain(ctx, &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
-	stop()
 	os.Exit(code)
+}
+
+// interruptedError is the cause of the context's cancellation by a signal.
+type interruptedError struct{ sig os.Signal }
+
+func (e *interruptedError) Error() string { return "interrupted by " + signalName(e.sig) }
+
+// signalName is SIGINT or SIGTERM (os.Signal's String is "interrupt").
+func signalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
+
+// signalExit is the exit status of a command stopped by sig: 128 plus the
+// signal's number, as a shell reports a process the signal killed.
+func signalExit(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitFail
+}
+
+// onSignals cancels the commands' context on the first signal (every
+// phase stops, removes its partial output and exits with signalExit), and
+// exits at once on the second, for an operator who will not wait for the
+// cleanup.
+func onSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, stderr io.Writer, exit func(int)) {
+	first := <-sigs
+	cancel(&interruptedError{first})
+	second := <-sigs
+	fmt.Fprintf(stderr, "materializer: %s again: exiting at once (a partial output may be left: a hidden .partial-* directory)\n", signalName(second))
+	exit(signalExit(second))
 }
 
 // runMain dispatches args to a command and maps its error to an exit status.
 func runMain(ctx context.Context, env *environment, args []string) int {
+	if len(args) == 2 && args[0] == "help" {
+		if args[1] == "help" {
+			args = args[:1]
+		} else {
+			args = []string{args[1], "--help"} // materializer help run: run's help
+		}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(env.stdout)
 		if len(args) == 0 {
+			usage(env.stderr)
 			return exitConfig
 		}
+		if len(args) > 1 {
+			fmt.Fprintf(env.stderr, "materializer %s: unexpected arguments %q\n", args[0], args[1:])
+			return exitConfig
+		}
+		usage(env.stdout)
 		return exitOK
 	}
 	for _, c := range commands() {
@@ -92,6 +147,7 @@ func runMain(ctx context.Context, env *environment, args []string) int {
 		}
 		err := c.run(ctx, env, args[1:])
 		var ce *configError
+		var ie *interruptedError
 		var le *loggedError
 		say := func() {
 			if !errors.As(err, &le) { // a logged error was printed as a log line
@@ -103,6 +159,12 @@ func runMain(ctx context.Context, env *environment, args []string) int {
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
+		case c.name != "run" && errors.As(context.Cause(ctx), &ie):
+			// A one-shot command: no report, the work was not done, and
+			// what it wrote is removed. (run stops cleanly on a signal,
+			// exit 0; its errors keep their status.)
+			fmt.Fprintf(env.stderr, "materializer %s: %v; stopped (no report, partial output removed)\n", c.name, ie)
+			return signalExit(ie.sig)
 		case errors.As(err, &ce):
 			say()
 			return exitConfig
@@ -130,34 +192,56 @@ func usage(w io.Writer) {
 	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tMEANING")
 	_ = envconfig.Usagef("", &Config{}, tw, "{{range .}}  {{usage_key .}}\t{{usage_default .}}\t{{usage_description .}}\n{{end}}")
 	_ = tw.Flush()
-	fmt.Fprintln(w, "\nExit status: 0 success, 1 failure or drift (verify), 2 usage or configuration error.")
+	fmt.Fprintln(w, "\nExit status: 0 success, 1 failure or drift (verify), 2 usage or configuration error,")
+	fmt.Fprintln(w, "130 interrupted by SIGINT, 143 by SIGTERM (partial output removed; a second signal exits at once).")
 }
 
-// newFlags returns a flag set whose --help goes to env.stderr. A bad flag
-// prints the usage; its error is printed once, by runMain, after it (the
-// flag package's own copy of the message is discarded).
+// newFlags returns a flag set whose usage goes to env.stdout for --help
+// (exit 0) and to env.stderr after a bad flag (exit 2). A bad flag's
+// error is printed once, by runMain, after the usage (the flag package's
+// own copy of the message is dropped).
 func newFlags(env *environment, name, args string, describe string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	u := &usageOutput{}
+	fs.SetOutput(u)
 	fs.Usage = func() {
-		fs.SetOutput(env.stderr)
-		defer fs.SetOutput(io.Discard)
-		fmt.Fprintf(env.stderr, "Usage: materializer %s %s\n\n%s\n", name, args, describe)
+		u.Reset() // the flag package's message, printed just before
+		fmt.Fprintf(u, "Usage: materializer %s %s\n\n%s\n", name, args, describe)
 		n := 0
 		fs.VisitAll(func(*flag.Flag) { n++ })
-		if n == 0 {
-			fmt.Fprintln(env.stderr, "\nNo flags; configuration comes from MATERIALIZER_* variables (materializer --help).")
-			return
+		switch {
+		case n == 0 && name == "version":
+			fmt.Fprintln(u, "\nNo flags.")
+		case n == 0:
+			fmt.Fprintln(u, "\nNo flags; configuration comes from MATERIALIZER_* variables (materializer --help).")
+		default:
+			fmt.Fprintln(u, "\nFlags (one or two dashes):")
+			fs.PrintDefaults()
 		}
-		fmt.Fprintln(env.stderr, "\nFlags (one or two dashes):")
-		fs.PrintDefaults()
 	}
+	u.stdout, u.stderr = env.stdout, env.stderr
 	return fs
 }
 
+// usageOutput collects a flag set's usage until parseFlags knows where it
+// goes.
+type usageOutput struct {
+	bytes.Buffer
+	stdout, stderr io.Writer
+}
+
 // parseFlags parses args, turning a bad flag into a configuration error.
+// Repeating a flag is refused (flag keeps the last value silently).
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if u, ok := fs.Output().(*usageOutput); ok && u.Len() > 0 {
+		w := u.stderr
+		if errors.Is(err, flag.ErrHelp) {
+			w = u.stdout
+		}
+		_, _ = u.WriteTo(w)
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
@@ -166,7 +250,30 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return &configError{fmt.Sprintf("unexpected arguments: %v", fs.Args())}
 	}
+	if d := repeatedFlag(fs, args); d != "" {
+		return &configError{fmt.Sprintf("--%s given more than once (only one value is used)", d)}
+	}
 	return nil
+}
+
+// repeatedFlag returns the name of a flag args set twice, or "".
+func repeatedFlag(fs *flag.FlagSet, args []string) string {
+	seen := make(map[string]bool)
+	for _, a := range args {
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			continue // flags end at the first non-flag (NArg is 0 here)
+		}
+		name := strings.TrimLeft(a, "-")
+		name, _, _ = strings.Cut(name, "=")
+		if fs.Lookup(name) == nil {
+			continue // a value of the previous flag, e.g. --user -x
+		}
+		if seen[name] {
+			return name
+		}
+		seen[name] = true
+	}
+	return ""
 }
 
 // newLogger builds the zerolog logger the configuration asks for.

@@ -280,7 +280,13 @@ func TestOfflineProgress(t *testing.T) {
 		code := runMain(context.Background(), env, args)
 		return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	}
-	line := regexp.MustCompile(`(?m)^(verify|rebuild): \d+ (of \d+ )?documents.*\d+/s`)
+	// Issue 17: every phase is reported (writing too), the reading
+	// phase's total (the files' sizes) is known while the submissions are
+	// read, and each document is counted once.
+	line := regexp.MustCompile(`(?m)^(verify|rebuild): (reading \w+|deriving|writing): .*/s`)
+	reading := regexp.MustCompile(`(?m)^\w+: reading submission: [\d.]+ \S+ of ([\d.]+ \S+) \((\d+)%\)`)
+	final := regexp.MustCompile(`(?m)^\w+: (\d+) documents in `)
+	const documents = 30 + 8 + 4 + 5000
 	for _, what := range []string{"verify", "rebuild"} {
 		args := []string{what, "--dump", in}
 		if what == "rebuild" {
@@ -293,6 +299,21 @@ func TestOfflineProgress(t *testing.T) {
 		}
 		if len(line.FindAllString(loud.stderr, -1)) < 2 {
 			t.Errorf("%s: no progress lines on stderr\n%v", what, loud)
+		}
+		if m := reading.FindStringSubmatch(loud.stderr); m == nil || m[2] == "100" {
+			t.Errorf("%s: no report with the total while the submissions are read\n%v", what, loud)
+		}
+		phases := []string{": deriving: "}
+		if what == "rebuild" {
+			phases = append(phases, ": writing: ")
+		}
+		for _, p := range phases {
+			if !strings.Contains(loud.stderr, p) {
+				t.Errorf("%s: the phase %q is not reported\n%v", what, p, loud)
+			}
+		}
+		if m := final.FindStringSubmatch(loud.stderr); m == nil || m[1] != strconv.Itoa(documents) {
+			t.Errorf("%s: final count %v, want %d (each document once)\n%v", what, m, documents, loud)
 		}
 		if quiet.stderr != "" {
 			t.Errorf("%s --quiet: stderr not empty\n%v", what, quiet)

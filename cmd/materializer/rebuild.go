@@ -1,12 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -31,14 +32,18 @@ before the scan, so a following 'run' misses nothing. Then exit 0.
 Offline: --dump DIR reads a mongodump directory (DIR/<database>/ or DIR
 itself; all four collections must be there) and --out OUT writes a
 corrected copy in the same layout; only the derived fields change, every
-other byte is copied. OUT must be absent or empty and outside DIR; the copy
-is written beside it and renamed into place at the end. A corrected
-homework over MongoDB's 16 MiB limit fails the command (exit 1).
+other byte is copied. OUT must be absent or empty and outside DIR (a volume
+or mount point will do): the copy is written on OUT's filesystem in a
+hidden partial directory and moved into place at the end; an existing OUT
+keeps its owner and mode. A corrected homework over MongoDB's 16 MiB limit
+fails the command (exit 1).
 --dump FILE (- for standard input) reads a mongodump --archive, gzipped or
 not (unpacked into $TMPDIR first); --out OUT then writes the corrected
 archive to the file OUT (absent) in the same format, gzipped if the input
 was, every other namespace and all metadata unchanged.
-Progress goes to stderr every few seconds on long work (--quiet: none).`)
+Progress goes to stderr every few seconds on long work (--quiet: none).
+SIGINT or SIGTERM stops it in any phase, removes the partial output and
+exits 130 or 143 (a second signal exits at once).`)
 	dryRun := fs.Bool("dry-run", false, "report what would change; write nothing")
 	dumpDir := fs.String("dump", "", "mongodump directory or archive file (- for standard input) to read instead of MongoDB")
 	out := fs.String("out", "", "with --dump: directory to write the corrected dump to (must be empty or absent, outside --dump); a file for an archive")
@@ -190,17 +195,24 @@ func describeCheckpoint(cp resume.Checkpoint) string {
 // loadDump reads a mongodump directory into an in-memory store (explain
 // reads one pair from it; verify and rebuild stream a dump through
 // package offline instead). All four source collections must be there.
-func loadDump(dir, database string) (dump.Dir, *memstore.Store, error) {
-	d, err := dump.Resolve(dir, database)
+func loadDump(ctx context.Context, dir, database string) (dump.Dir, *memstore.Store, error) {
+	d, err := openDump(dir, database)
 	if err != nil {
-		return d, nil, &configError{err.Error()}
-	}
-	if err := checkComplete(d); err != nil {
 		return d, nil, err
 	}
 	st := memstore.New()
 	for _, coll := range dump.Sources {
-		docs, err := d.Read(coll)
+		var docs []bson.Raw
+		n := 0
+		err := d.Each(coll, true, func(doc bson.Raw) error {
+			if n++; n%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			docs = append(docs, bytes.Clone(doc)) // doc is the reader's buffer
+			return nil
+		})
 		if err != nil {
 			return d, nil, err
 		}
@@ -209,6 +221,27 @@ func loadDump(dir, database string) (dump.Dir, *memstore.Store, error) {
 		}
 	}
 	return d, st, nil
+}
+
+// openDump opens the dump --dump names, for every offline command:
+// database's directory in it (MATERIALIZER_DATABASE), holding all four
+// source collections, each once (not both X.bson and X.bson.gz). Its
+// errors are usage errors (exit 2).
+func openDump(dir, database string) (dump.Dir, error) {
+	d, err := dump.Resolve(dir, database)
+	var nf *dump.NotFoundError
+	switch {
+	case errors.As(err, &nf) && len(nf.Others) > 0:
+		return d, &configError{fmt.Sprintf("%v: set %s_DATABASE to the dumped database's name (it is %q)", err, envPrefix, database)}
+	case errors.As(err, &nf):
+		return d, &configError{fmt.Sprintf("%v (%s_DATABASE is %q)", err, envPrefix, database)}
+	case err != nil:
+		return d, &configError{err.Error()}
+	}
+	if err := checkComplete(d); err != nil {
+		return d, err
+	}
+	return d, nil
 }
 
 // checkComplete refuses a dump missing one of the four source collections
@@ -300,11 +333,8 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 	if archiveName(out) {
 		return &configError{fmt.Sprintf("--out %s: the corrected copy of a dump directory is a directory (only an archive's is an archive); give a directory", out)}
 	}
-	d, err := dump.Resolve(dir, cfg.Database)
+	d, err := openDump(dir, cfg.Database)
 	if err != nil {
-		return &configError{err.Error()}
-	}
-	if err := checkComplete(d); err != nil {
 		return err
 	}
 	if out != "" {
@@ -320,6 +350,9 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write func(context.Context, map[string]dump.Rewrite) error, out string, maxDiffs int, quiet bool, what string) error {
 	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
 	rep, err := offline.Run(ctx, d, offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog, Write: write})
+	if ctx.Err() != nil && err != nil {
+		return err // interrupted: no report
+	}
 	prog.Finish()
 	verb := "drifted"
 	switch {
@@ -330,6 +363,7 @@ func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write fun
 	}
 	if rep != nil {
 		printReport(env.stdout, rep, verb)
+		warnNoSubmissions(env.stderr, rep)
 	}
 	if err != nil {
 		return err
@@ -355,7 +389,8 @@ func cmdVerify(ctx context.Context, env *environment, args []string) error {
 	fs := newFlags(env, "verify", "[--dump DIR] [--max-diffs N] [--quiet]", `Recompute every derived value and compare it with what is stored. Prints the
 number of drifted users and entries and the first differences. Writes
 nothing. Exit status 1 when anything drifted (or, with --dump, when a
-corrected homework would exceed MongoDB's 16 MiB limit), 0 when clean.
+corrected homework would exceed MongoDB's 16 MiB limit), 0 when clean,
+130 or 143 when interrupted by SIGINT or SIGTERM (no report).
 Progress goes to stderr every few seconds on long work (--quiet: none).`)
 	dumpDir := fs.String("dump", "", "mongodump directory or archive file (- for standard input) to check instead of MongoDB")
 	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
@@ -423,7 +458,11 @@ func printReport(w io.Writer, rep *watch.RebuildReport, verb string) {
 	if len(rep.Diffs) > 0 {
 		fmt.Fprintf(w, "first differences:\n")
 		for _, d := range rep.Diffs {
-			fmt.Fprintf(w, "  %s %s %s\n    stored:  %s\n    derived: %s\n", d.Collection, d.ID, d.Path, orNone(d.Stored), d.Derived)
+			stored, derived, ids := shortenIDs(d.Stored, d.Derived)
+			fmt.Fprintf(w, "  %s %s %s\n    stored:  %s\n    derived: %s\n", d.Collection, d.ID, d.Path, orNone(stored), derived)
+			for _, l := range ids {
+				fmt.Fprintf(w, "    %s\n", l)
+			}
 		}
 	}
 }
@@ -514,12 +553,94 @@ func printStatus(w io.Writer, cp resume.Checkpoint, ok bool, now bson.Timestamp)
 	}
 }
 
-// emptyOrAbsent refuses an output directory that holds anything (a usage
-// error: nothing is overwritten).
-func emptyOrAbsent(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err == nil && len(entries) > 0 {
-		return &configError{fmt.Sprintf("--out %s is not empty (refusing to overwrite)", dir)}
+// warnNoSubmissions warns when a dump holds no submission although users
+// have stored counts (they drifted to 0): right for a site whose
+// submissions were all deleted, but a truncated or emptied submission
+// file looks the same, and a rebuild writes the zeros.
+func warnNoSubmissions(w io.Writer, rep *watch.RebuildReport) {
+	if rep.Submissions == 0 && rep.DriftedUsers > 0 {
+		fmt.Fprintf(w, "warning: the dump holds no submission, yet %d users have stored counts above 0, derived as 0: check that submission.bson is complete (a truncated or empty file looks the same)\n", rep.DriftedUsers)
 	}
-	return nil
+}
+
+// maxListedIDs is how many submission ids a difference prints in full.
+const maxListedIDs = 5
+
+// shortenIDs shortens the submissionIds arrays of a stored and a derived
+// entry (relaxed Extended JSON) when either holds more than maxListedIDs:
+// each prints as its count, and the lines returned name the ids only one
+// side holds (the first maxListedIDs of each, and how many more). An
+// entry of hundreds of ids would otherwise print as one line of kilobytes.
+func shortenIDs(stored, derived string) (string, string, []string) {
+	sa, si, sok := submissionIDs(stored)
+	da, di, dok := submissionIDs(derived)
+	if (!sok || len(sa) <= maxListedIDs) && (!dok || len(da) <= maxListedIDs) {
+		return stored, derived, nil
+	}
+	if sok {
+		stored = stored[:si[0]] + fmt.Sprintf("[%d ids]", len(sa)) + stored[si[1]:]
+	}
+	if dok {
+		derived = derived[:di[0]] + fmt.Sprintf("[%d ids]", len(da)) + derived[di[1]:]
+	}
+	onlyIn := func(a, b []string) []string {
+		in := make(map[string]bool, len(b))
+		for _, x := range b {
+			in[x] = true
+		}
+		var out []string
+		for _, x := range a {
+			if !in[x] {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	list := func(what string, ids []string) string {
+		line := fmt.Sprintf("submissionIds only %s: %d", what, len(ids))
+		if len(ids) > 0 {
+			line += " (" + strings.Join(ids[:min(len(ids), maxListedIDs)], ", ")
+			if len(ids) > maxListedIDs {
+				line += fmt.Sprintf(", %d more", len(ids)-maxListedIDs)
+			}
+			line += ")"
+		}
+		return line
+	}
+	return stored, derived, []string{list("stored", onlyIn(sa, da)), list("derived", onlyIn(da, sa))}
+}
+
+// submissionIDs finds the submissionIds array of an entry in relaxed
+// Extended JSON: its ids (an ObjectId as its hex, another value as
+// printed) and the array's bounds in s.
+func submissionIDs(s string) ([]string, [2]int, bool) {
+	const key = `"submissionIds":[`
+	i := strings.Index(s, key)
+	if i < 0 {
+		return nil, [2]int{}, false
+	}
+	start := i + len(key) - 1
+	// The ids are documents or scalars: no nested arrays, so the first
+	// ']' closes the array.
+	end := strings.IndexByte(s[start:], ']')
+	if end < 0 {
+		return nil, [2]int{}, false
+	}
+	end += start + 1
+	var ids []string
+	var vals []json.RawMessage
+	if err := json.Unmarshal([]byte(s[start:end]), &vals); err != nil {
+		return nil, [2]int{}, false
+	}
+	for _, v := range vals {
+		var oid struct {
+			OID string `json:"$oid"`
+		}
+		if json.Unmarshal(v, &oid) == nil && oid.OID != "" {
+			ids = append(ids, oid.OID)
+		} else {
+			ids = append(ids, string(v))
+		}
+	}
+	return ids, [2]int{start, end}, true
 }

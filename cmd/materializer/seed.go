@@ -24,7 +24,9 @@ its course's students and students submit to their course's problems. The
 stress shape enrolls every user in every homework. With --out it writes a mongodump-format directory
 (for 'verify --dump' and 'rebuild --dump'); otherwise it inserts into
 MATERIALIZER_MONGODB_URI's database, which must hold no submissions yet
-(--if-empty: a database that has some is left alone, exit 0).`)
+(--if-empty: a database that has some is left alone, exit 0). --out is
+written like rebuild's (a hidden partial directory moved into place at
+the end); SIGINT or SIGTERM removes it and exits 130 or 143.`)
 	var p demo.Params
 	fs.IntVar(&p.Users, "users", 50, "number of users")
 	fs.IntVar(&p.Problems, "problems", 20, "number of problems")
@@ -60,24 +62,7 @@ MATERIALIZER_MONGODB_URI's database, which must hold no submissions yet
 	}
 	cfg.allowStandalone = true // inserts only: no change stream needed
 	if *out != "" {
-		if err := emptyOrAbsent(*out); err != nil {
-			return err
-		}
-	}
-	if *out != "" {
-		counts := make(map[string]int)
-		err := dump.WriteStream(*out, dump.Sources, func(emit func(string, bson.Raw) error) error {
-			return demo.GenerateTo(p, func(coll string, doc bson.Raw) error {
-				counts[coll]++
-				return emit(coll, doc)
-			})
-		})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(env.stdout, "wrote %d users, %d problems, %d homeworks, %d submissions to %s\n",
-			counts["user"], counts["problem"], counts["homework"], counts["submission"], *out)
-		return nil
+		return seedOut(ctx, env, p, *out)
 	}
 	docs := demo.Generate(p)
 	log, err := newLogger(env, cfg)
@@ -99,5 +84,44 @@ MATERIALIZER_MONGODB_URI's database, which must hold no submissions yet
 		return err
 	}
 	fmt.Fprintf(env.stdout, "inserted %d documents into %s\n", n, cfg.Database)
+	return nil
+}
+
+// seedOut writes the generated data as a mongodump directory at out,
+// through a dump.Output like rebuild's: an interrupted or failed seed
+// leaves no output.
+func seedOut(ctx context.Context, env *environment, p demo.Params, out string) error {
+	if err := dump.CheckOutput(out); err != nil {
+		return &configError{"--out: " + err.Error()}
+	}
+	o, err := dump.CreateOutput(out)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	defer o.Remove() // nothing once committed
+	counts := make(map[string]int)
+	n := 0
+	err = dump.WriteStream(o.Dir(), dump.Sources, func(emit func(string, bson.Raw) error) error {
+		return demo.GenerateTo(p, func(coll string, doc bson.Raw) error {
+			if n++; n%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			counts[coll]++
+			return emit(coll, doc)
+		})
+	})
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return err
+	}
+	if err := o.Commit(); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	fmt.Fprintf(env.stdout, "wrote %d users, %d problems, %d homeworks, %d submissions to %s\n",
+		counts["user"], counts["problem"], counts["homework"], counts["submission"], out)
 	return nil
 }

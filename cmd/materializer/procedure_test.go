@@ -1,0 +1,216 @@
+package main
+
+// Issue 17: docs/operations.md's restore procedure, run as far as it runs
+// without a server: its mongodump emulated by seed --out (same layout),
+// its container invocations run in process with their volumes mapped to
+// directories of the test.
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// docBlock returns the shell block following marker in a Markdown file,
+// its continuation lines joined.
+func docBlock(t *testing.T, path, marker string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, marker)
+	if i < 0 {
+		t.Fatalf("%s: no %q", path, marker)
+	}
+	s = s[i:]
+	start := strings.Index(s, "```sh\n")
+	end := strings.Index(s[start+6:], "```")
+	if start < 0 || end < 0 {
+		t.Fatalf("%s: no sh block after %q", path, marker)
+	}
+	var lines []string
+	cur := ""
+	for _, l := range strings.Split(s[start+6:start+6+end], "\n") {
+		if strings.HasSuffix(l, "\\") {
+			cur += strings.TrimSuffix(l, "\\") + " "
+			continue
+		}
+		if l = cur + l; strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+		cur = ""
+	}
+	return lines
+}
+
+// shellWords splits a command line as sh would for these lines: single
+// and double quotes, a trailing # comment (returned apart).
+func shellWords(line string) (words []string, comment string) {
+	var w strings.Builder
+	in, quote := false, byte(0)
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote != 0:
+			w.WriteByte(c)
+		case c == '\'' || c == '"':
+			quote, in = c, true
+		case c == '#' && !in:
+			return words, strings.TrimSpace(line[i+1:])
+		case c == ' ' || c == '\t':
+			if in {
+				words = append(words, w.String())
+				w.Reset()
+				in = false
+			}
+		default:
+			w.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, w.String())
+	}
+	return words, ""
+}
+
+func TestOperationsRestoreProcedure(t *testing.T) {
+	cleanConfigEnv(t)
+	lines := docBlock(t, filepath.Join("..", "..", "docs", "operations.md"), "<!-- procedure: restore from a directory")
+	pwd := t.TempDir()
+	if err := os.Mkdir(filepath.Join(pwd, "MongoDB"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// /data/db in the mongo container is ./MongoDB (the stock compose file).
+	mongoPath := func(p string) string {
+		if !strings.HasPrefix(p, "/data/db/") {
+			t.Fatalf("a mongo container path outside /data/db: %s", p)
+		}
+		return filepath.Join(pwd, "MongoDB", strings.TrimPrefix(p, "/data/db/"))
+	}
+	ran := map[string]int{}
+	var fixed string
+	for _, line := range lines {
+		words, comment := shellWords(strings.ReplaceAll(line, "$PWD", pwd))
+		if len(words) == 0 {
+			continue
+		}
+		switch {
+		case len(words) > 4 && strings.Join(words[:4], " ") == "docker compose exec mongo" && words[4] == "mongodump":
+			// The backup: seed --out writes mongodump's layout; --gzip
+			// compresses every file, as mongodump --gzip does.
+			var db, out string
+			gz := false
+			for i := 5; i < len(words); i++ {
+				switch words[i] {
+				case "--db":
+					db, i = words[i+1], i+1
+				case "--out":
+					out, i = mongoPath(words[i+1]), i+1
+				case "--gzip":
+					gz = true
+				}
+			}
+			if db != "normal-oj" || out == "" {
+				t.Fatalf("mongodump without --db normal-oj --out: %s", line)
+			}
+			if r := runCLI(t, "seed", "--users", "40", "--submissions", "3000", "--out", filepath.Join(out, db)); r.code != exitOK {
+				t.Fatalf("seed as the backup: %v", r)
+			}
+			if gz {
+				gzipDir(t, filepath.Join(out, db))
+			}
+			if r := runCLI(t, "verify", "--dump", out); r.code != exitFail {
+				t.Fatalf("the backup verifies clean: the seed leaves stale values\n%v", r)
+			}
+			ran["mongodump"]++
+		case words[0] == "mkdir":
+			fixed = filepath.Join(pwd, words[len(words)-1])
+			if err := os.Mkdir(fixed, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(fixed, 0o2775|os.ModeSetgid); err != nil {
+				t.Fatal(err)
+			}
+			ran["mkdir"]++
+		case len(words) > 2 && words[0] == "docker" && words[1] == "run":
+			vols := map[string]string{} // container path → host path
+			var ro []string
+			i := 2
+			for ; i < len(words) && strings.HasPrefix(words[i], "-"); i++ {
+				switch words[i] {
+				case "-v", "--volume":
+					i++
+					spec := strings.Split(words[i], ":")
+					vols[spec[1]] = spec[0]
+					if len(spec) > 2 && spec[2] == "ro" {
+						ro = append(ro, spec[0])
+					}
+				case "--user", "-u", "-e", "--env":
+					i++
+				}
+			}
+			if i >= len(words) || !strings.HasPrefix(words[i], "noj-materializer:") {
+				t.Fatalf("docker run of another image: %s", line)
+			}
+			args := words[i+1:]
+			for k, a := range args {
+				for c, h := range vols {
+					if a == c || strings.HasPrefix(a, c+"/") {
+						args[k] = h + strings.TrimPrefix(a, c)
+					}
+				}
+			}
+			before := map[string]map[string][]byte{}
+			for _, h := range ro {
+				before[h] = treeOf(t, h)
+			}
+			r := runCLI(t, args...)
+			want := exitOK
+			if strings.Contains(comment, "exit 1") {
+				want = exitFail
+			}
+			if r.code != want {
+				t.Fatalf("%s\n(as materializer %q): want exit %d\n%v", line, args, want, r)
+			}
+			for _, h := range ro {
+				if !mapsEqual(before[h], treeOf(t, h)) {
+					t.Errorf("the read-only volume %s was written to", h)
+				}
+			}
+			ran[args[0]]++
+		case len(words) > 1 && words[0] == "docker" && words[1] == "compose":
+			// Stopping the daemon, mongorestore, the online rebuild: they
+			// need a server; the offline part must be done by now.
+			ran["server"]++
+		default:
+			t.Fatalf("a step the test does not know: %s", line)
+		}
+	}
+	for _, step := range []string{"mongodump", "mkdir", "rebuild", "verify", "server"} {
+		if ran[step] == 0 {
+			t.Errorf("the procedure has no %s step", step)
+		}
+	}
+	if fixed == "" {
+		return
+	}
+	st, err := os.Stat(fixed)
+	if err != nil || st.Mode()&os.ModeSetgid == 0 || st.Mode().Perm() != 0o775 {
+		t.Errorf("the pre-created output lost its mode: %v %v", st.Mode(), err)
+	}
+	ents := mustReadDir(t, fixed)
+	if len(ents) != 1 || ents[0].Name() != "normal-oj" {
+		t.Fatalf("the output holds %v, want normal-oj/", ents)
+	}
+	for _, e := range mustReadDir(t, filepath.Join(fixed, "normal-oj")) {
+		if !strings.HasSuffix(e.Name(), ".gz") {
+			t.Errorf("%s in the output is not gzipped like the backup", e.Name())
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package main
+
+// Issue 17, item 6: an interrupted offline command stops promptly in
+// every phase, removes its partial output, prints no report and exits
+// 130 (SIGINT) or 143 (SIGTERM); a second signal exits at once.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startBinary starts the built binary with args; its output is collected.
+func startBinary(t *testing.T, bin string, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	return cmd, &stdout, &stderr
+}
+
+// waitFor polls until cond holds (every millisecond, 60 s at most).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// partials are the partial directories of an output at out (absent:
+// siblings .<name>.partial-*; existing: .partial-* inside).
+func partials(out string) []string {
+	a, _ := filepath.Glob(filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".partial-*"))
+	b, _ := filepath.Glob(filepath.Join(out, ".partial-*"))
+	return append(a, b...)
+}
+
+// exitWithin waits for cmd and returns its exit status; it fails when
+// the command takes longer than d (it did not stop promptly).
+func exitWithin(t *testing.T, cmd *exec.Cmd, d time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode()
+	case <-time.After(d):
+		t.Fatalf("still running %s after the signal", d)
+		return -1
+	}
+}
+
+func TestOfflineInterrupts(t *testing.T) {
+	cleanConfigEnv(t)
+	if testing.Short() {
+		t.Skip("builds the binary and seeds a dump of 300000 submissions")
+	}
+	bin := buildBinary(t)
+	root := t.TempDir()
+
+	// A dump large enough to be mid-phase when the signal comes.
+	big := filepath.Join(root, "big")
+	if out, err := exec.Command(bin, "seed", "--out", big, "--users", "3000", "--submissions", "300000").CombinedOutput(); err != nil {
+		t.Fatalf("seed: %v\n%s", err, out)
+	}
+	// A dump whose writing phase is long: a clean dump beside a 2 GiB
+	// sparse oplog.bson, copied byte for byte after the homeworks.
+	sparse := cleanVectorDump(t)
+	if f, err := os.Create(filepath.Join(sparse, "oplog.bson")); err != nil {
+		t.Fatal(err)
+	} else if err := f.Truncate(2 << 30); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
+
+	noReport := func(t *testing.T, stdout, stderr string) {
+		t.Helper()
+		if strings.Contains(stdout, "users:") || strings.Contains(stdout, "wrote ") || strings.Contains(stdout, "submissions read") {
+			t.Errorf("a report was printed after the interrupt:\n%s", stdout)
+		}
+		if !strings.Contains(stderr, "interrupted by SIG") {
+			t.Errorf("stderr does not say it was interrupted:\n%s", stderr)
+		}
+	}
+	cases := []struct {
+		name  string
+		args  func(out string) []string
+		sig   syscall.Signal
+		ready func(out string) bool // the phase to interrupt has begun
+		code  int
+	}{
+		{"rebuild reading SIGINT", func(out string) []string { return []string{"rebuild", "--dump", big, "--out", out} }, syscall.SIGINT,
+			func(out string) bool { return len(partials(out)) > 0 }, 130},
+		{"rebuild writing SIGINT", func(out string) []string { return []string{"rebuild", "--dump", sparse, "--out", out} }, syscall.SIGINT,
+			func(out string) bool {
+				p := partials(out)
+				return len(p) > 0 && exists(filepath.Join(p[0], "oplog.bson"))
+			}, 130},
+		{"rebuild writing SIGTERM into an existing directory", func(out string) []string {
+			_ = os.Mkdir(out, 0o755)
+			return []string{"rebuild", "--dump", sparse, "--out", out}
+		}, syscall.SIGTERM,
+			func(out string) bool {
+				p := partials(out)
+				return len(p) > 0 && exists(filepath.Join(p[0], "oplog.bson"))
+			}, 143},
+		{"verify SIGTERM", func(string) []string { return []string{"verify", "--dump", big} }, syscall.SIGTERM,
+			func(string) bool { time.Sleep(50 * time.Millisecond); return true }, 143},
+		{"explain SIGINT", func(string) []string {
+			return []string{"explain", "--dump", big, "--user", "student0001", "--problem", "1"}
+		}, syscall.SIGINT,
+			func(string) bool { time.Sleep(50 * time.Millisecond); return true }, 130},
+		{"seed --out SIGTERM", func(out string) []string {
+			return []string{"seed", "--out", out, "--users", "20000", "--submissions", "5000000"}
+		}, syscall.SIGTERM,
+			func(out string) bool {
+				p := partials(out)
+				if len(p) == 0 {
+					p = []string{out} // today's seed writes into --out itself
+				}
+				st, err := os.Stat(filepath.Join(p[0], "submission.bson"))
+				return err == nil && st.Size() > 0
+			}, 143},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			args := c.args(out)
+			_, existed := os.Stat(out)
+			cmd, stdout, stderr := startBinary(t, bin, args...)
+			waitFor(t, "the phase to begin", func() bool { return c.ready(out) })
+			if err := cmd.Process.Signal(c.sig); err != nil {
+				t.Fatal(err)
+			}
+			code := exitWithin(t, cmd, 10*time.Second)
+			if code != c.code {
+				t.Errorf("exit %d, want %d\n--- stdout:\n%s--- stderr:\n%s", code, c.code, stdout.String(), stderr.String())
+			}
+			noReport(t, stdout.String(), stderr.String())
+			if p := partials(out); len(p) > 0 {
+				t.Errorf("partial output left: %v", p)
+			}
+			if existed == nil {
+				if ents, _ := os.ReadDir(out); len(ents) != 0 {
+					t.Errorf("the existing --out holds %v", ents)
+				}
+			} else if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("--out %s exists after the interrupt (%v)", out, err)
+			}
+		})
+	}
+}
+
+// TestOnSignals: the first signal cancels the context with its cause;
+// the second exits at once with its status.
+func TestOnSignals(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	exited := make(chan int, 1)
+	var stderr bytes.Buffer
+	go onSignals(sigs, cancel, &stderr, func(code int) { exited <- code })
+	sigs <- syscall.SIGTERM
+	<-ctx.Done()
+	var ie *interruptedError
+	if c := context.Cause(ctx); !errorsAs(c, &ie) || ie.sig != syscall.SIGTERM || signalExit(ie.sig) != 143 {
+		t.Fatalf("cause %v, want SIGTERM (143)", c)
+	}
+	sigs <- os.Interrupt
+	select {
+	case code := <-exited:
+		if code != 130 {
+			t.Errorf("second signal (SIGINT): exit %d, want 130", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second signal did not exit")
+	}
+}
+
+func errorsAs(err error, target **interruptedError) bool { return errors.As(err, target) }
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
