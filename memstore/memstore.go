@@ -386,23 +386,32 @@ func (s *Store) Open(ctx context.Context, at watch.Position) (watch.Stream, erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.fail("stream.open"); err != nil {
-		return nil, errors.Join(err, watch.ErrTransient)
+		return nil, streamFault(err)
 	}
 	next := len(s.oplog) // index of the next event to deliver
 	switch {
 	case len(at.Token) > 0:
 		seq, err := tokenSeq(at.Token)
 		if err != nil {
-			return nil, err
+			return nil, watch.WithClass(watch.ResumeImpossible, err) // InvalidResumeToken
 		}
 		next = seq
 	case !at.StartAt.IsZero():
 		next = seqAt(at.StartAt) - 1
 	}
 	if next < s.horizon {
-		return nil, fmt.Errorf("resume at event %d, oplog starts at %d: %w", next, s.horizon, watch.ErrHistoryLost)
+		return nil, watch.WithClass(watch.HistoryLost, fmt.Errorf("resume at event %d, oplog starts at %d: %w", next, s.horizon, watch.ErrHistoryLost))
 	}
 	return &stream{s: s, next: next}, nil
+}
+
+// streamFault marks an injected stream failure transient (a network
+// error, a step-down) unless the injected error carries its own class.
+func streamFault(err error) error {
+	if watch.ClassOf(err) != watch.Unclassified {
+		return err
+	}
+	return watch.WithClass(watch.Transient, err)
 }
 
 type stream struct {
@@ -418,7 +427,7 @@ func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
 		return watch.Event{}, false, err
 	}
 	if err := s.fail("stream.next"); err != nil {
-		return watch.Event{}, false, errors.Join(err, watch.ErrTransient)
+		return watch.Event{}, false, streamFault(err)
 	}
 	if st.next >= len(s.oplog) {
 		return watch.Event{}, false, nil

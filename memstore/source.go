@@ -397,7 +397,7 @@ func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
 		return failed
 	}
 	if len(rejected) > 0 {
-		return fmt.Errorf("%d entry updates refused: %w: %w", len(rejected), errors.Join(rejected...), watch.ErrWriteRejected)
+		return watch.WithClass(watch.Refused, fmt.Errorf("%d entry updates refused: %w: %w", len(rejected), errors.Join(rejected...), watch.ErrWriteRejected))
 	}
 	return nil
 }

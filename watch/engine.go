@@ -96,6 +96,8 @@ type Engine struct {
 	Config   Config
 
 	deriver  *materialize.Deriver
+	faults   decider
+	failures int // consecutive failures without progress: the backoff's exponent
 	lastSave time.Time
 	cp       resume.Checkpoint
 	deferred error // a stream error met after part of a batch was read
@@ -115,6 +117,14 @@ func (e *Engine) init() {
 	if e.Metrics == nil {
 		e.Metrics = NewMetrics(nil)
 	}
+	e.faults = decider{historyLost: e.Config.HistoryLost, decided: e.Metrics.countDecision}
+}
+
+// fault classifies err, met in phase p, and decides its action (the one
+// fault policy: Classify and Decide); every error the engine meets goes
+// through it.
+func (e *Engine) fault(ctx context.Context, p Phase, err error) *Fault {
+	return e.faults.fault(ctx, p, err)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -128,67 +138,68 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // Run tails the change stream until ctx is cancelled (then it returns nil
 // once no write is in flight: an unfinished batch is abandoned and its
-// token not saved) or a non-retryable error occurs. With no checkpoint it
-// rebuilds first and streams from the rebuild's start time. Transient
-// errors reopen the stream from the last saved checkpoint after a capped
-// exponential backoff with jitter; a lost history rebuilds or returns
-// according to Config.HistoryLost; a stream that cannot get past its
-// checkpoint (ErrResumeImpossible) always rebuilds and streams from the
-// rebuild's start; a fenced checkpoint returns resume.ErrFenced.
+// token not saved) or the fault policy decides to exit or stand by (the
+// error, a *Fault, is returned). With no checkpoint it rebuilds first and
+// streams from the rebuild's start time.
+//
+// Every error is classified and decided once, where it is met (Classify,
+// Decide: the table in fault.go); Run carries the decision out. Retry and
+// reopen wait a capped exponential backoff with jitter, then start again
+// from the last saved checkpoint (a rebuild that failed runs again); lost
+// history rebuilds or returns according to Config.HistoryLost; a stream
+// that cannot get past its checkpoint always rebuilds. The backoff grows
+// with each failure and is reset by progress (a saved checkpoint, a
+// finished rebuild), so Run never repeats a failed step without waiting
+// and never waits long after healthy streaming.
 func (e *Engine) Run(ctx context.Context) error {
 	e.init()
-	failures := 0
+	e.failures = 0
+	rebuild := "" // the reason of a rebuild to run before streaming again
 	for {
-		err := e.stream(ctx, false)
-		if ctx.Err() != nil {
-			return nil
-		}
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, resume.ErrFenced), errors.Is(err, ErrLeaseExpiring):
-			return err
-		case errors.Is(err, ErrHistoryLost):
-			e.Metrics.Restarts.WithLabelValues("history_lost").Inc()
-			if e.Config.HistoryLost == OnHistoryLostExit {
-				return fmt.Errorf("resume token no longer in the oplog (MATERIALIZER_HISTORY_LOST=exit): %w", err)
-			}
-			e.Log.Warn().Err(err).Msg("change stream history lost; rebuilding and streaming from the rebuild's start time")
-			if _, err := e.rebuildAndCheckpoint(ctx, "history_lost", nil); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if !errors.Is(err, ErrTransient) {
-					return err
-				}
-			}
-			failures = 0
-		case errors.Is(err, ErrResumeImpossible):
-			// Whatever HistoryLost says: exiting would restart at the same
-			// checkpoint and fail the same way forever.
-			e.Metrics.Restarts.WithLabelValues("resume_impossible").Inc()
-			e.Log.Error().Err(err).Msg("change stream cannot get past the checkpoint; rebuilding and streaming from the rebuild's start time")
-			if _, err := e.rebuildAndCheckpoint(ctx, "resume_impossible", nil); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if !errors.Is(err, ErrTransient) {
-					return err
-				}
-				failures++
-				e.Sleep(ctx, backoff(e.Config.MinBackoff, e.Config.MaxBackoff, failures))
+		var err error
+		if rebuild != "" {
+			if _, err = e.rebuildAndCheckpoint(ctx, rebuild, nil); err == nil {
+				rebuild = ""
 				continue
 			}
-			failures = 0
-		case errors.Is(err, ErrTransient):
-			failures++
-			d := backoff(e.Config.MinBackoff, e.Config.MaxBackoff, failures)
-			e.Metrics.Restarts.WithLabelValues("transient").Inc()
-			e.Log.Warn().Err(err).Dur("retry_in", d).Int("attempt", failures).Msg("transient error; reopening the change stream from the last checkpoint")
-			e.Sleep(ctx, d)
-		default:
-			return err
+		} else {
+			err = e.stream(ctx, false)
 		}
+		if err == nil || ctx.Err() != nil {
+			return nil // stream returns nil only once ctx has ended
+		}
+		var f *Fault
+		if !errors.As(err, &f) {
+			f = e.fault(ctx, PhaseStreamNext, err) // not reached: every error of stream is a Fault
+		}
+		switch f.Action {
+		case ActStop:
+			return nil
+		case ActStandBy:
+			e.Log.Warn().Err(f).Msg("lease lost or about to expire: writes stopped")
+			return f
+		case ActExit:
+			if f.Class == HistoryLost {
+				return fmt.Errorf("resume token no longer in the oplog (history-lost policy: exit): %w", f)
+			}
+			e.Log.Error().Err(f).Str("class", f.Class.String()).Str("phase", f.Phase.String()).Msg("stopping: no retry can fix this error")
+			return f
+		case ActRebuild:
+			rebuild = f.Class.String()
+			e.Metrics.Restarts.WithLabelValues(rebuild).Inc()
+			e.Log.Warn().Err(f).Msg("the change stream cannot resume at the checkpoint; rebuilding and streaming from the rebuild's start time")
+		default: // ActRetry, ActReopen (ActSkip is carried out where it is decided)
+			if rebuild == "" {
+				e.Metrics.Restarts.WithLabelValues(f.Class.String()).Inc()
+			}
+		}
+		e.failures++
+		d := backoff(e.Config.MinBackoff, e.Config.MaxBackoff, e.failures)
+		if f.Action != ActRebuild {
+			e.Log.Warn().Err(f).Str("class", f.Class.String()).Str("phase", f.Phase.String()).Str("action", f.Action.String()).
+				Dur("retry_in", d).Int("attempt", e.failures).Msg("retrying from the last checkpoint after a backoff")
+		}
+		e.Sleep(ctx, d)
 	}
 }
 
@@ -212,11 +223,21 @@ func backoff(minD, maxD time.Duration, n int) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
+// progress records that the engine moved forward (a saved checkpoint, a
+// finished rebuild): the next failure waits the first backoff again.
+func (e *Engine) progress() { e.failures = 0 }
+
+// closeTimeout bounds closing a change stream (killCursors): with the
+// server unreachable, shutdown and the lease release must not wait for
+// the driver's own timeouts.
+const closeTimeout = 5 * time.Second
+
 // stream opens the change stream at the checkpoint and processes batches.
+// Every error it returns is a *Fault.
 func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
 	cp, ok, err := e.Checkpoints.LoadCheckpoint(ctx)
 	if err != nil {
-		return fmt.Errorf("load checkpoint: %w: %w", err, ErrTransient)
+		return e.fault(ctx, PhaseCheckpointLoad, fmt.Errorf("load checkpoint: %w", err))
 	}
 	if !ok || cp.Empty() {
 		e.Log.Info().Msg("no checkpoint: rebuilding before streaming")
@@ -228,12 +249,17 @@ func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
 	e.deferred = nil // an error of a stream now closed
 	st, err := e.Feed.Open(ctx, Position{Token: cp.Token, StartAt: cp.StartAt})
 	if err != nil {
-		return fmt.Errorf("open change stream: %w", err)
+		return e.fault(ctx, PhaseStreamOpen, fmt.Errorf("open change stream: %w", err))
 	}
 	e.Metrics.StreamOpen.Set(1)
 	defer func() {
 		e.Metrics.StreamOpen.Set(0)
-		_ = st.Close(context.WithoutCancel(ctx))
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		if err := st.Close(cctx); err != nil {
+			f := e.fault(cctx, PhaseClose, fmt.Errorf("close change stream: %w", err)) // skip: the server kills an idle cursor itself
+			e.Log.Warn().Err(f).Str("action", f.Action.String()).Msg("change stream not closed; the server removes its cursor after its idle timeout")
+		}
 	}()
 	e.lastSave = e.Now()
 	for {
@@ -289,7 +315,7 @@ func (e *Engine) collect(ctx context.Context, st Stream) (batch []Event, quiet b
 			if ctx.Err() != nil {
 				return nil, false, nil
 			}
-			err = fmt.Errorf("read change stream: %w", err)
+			err = e.fault(ctx, PhaseStreamNext, fmt.Errorf("read change stream: %w", err))
 			if len(batch) > 0 {
 				// Process what was read (its token is then saved) and
 				// report the error on the next call: a stream the server
@@ -348,7 +374,7 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 	}
 	out, err := Recompute(WithReadAfter(ctx, last), e.Store, e.Store, e.deriver, keys)
 	if err != nil {
-		return fmt.Errorf("recompute: %w: %w", err, ErrTransient)
+		return e.fault(ctx, PhaseSourceRead, fmt.Errorf("recompute: %w", err))
 	}
 	e.reportMalformed(out.Malformed)
 	if out.NeedRebuild {
@@ -359,26 +385,50 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 		_, err := e.rebuild(ctx, "unresolved")
 		return err
 	}
-	wctx, cancel, err := e.writeCtx(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
+	// Each write call is one bulk write of at most guardChunk models of
+	// one kind, the write guard asked right before it.
 	if len(out.NewKeys) > 0 {
-		if err := e.Store.RecordKeys(wctx, out.NewKeys); err != nil {
-			return fmt.Errorf("record submission keys: %w: %w", err, ErrTransient)
+		_, err := recordKeysGuarded(ctx, e.Store, out.NewKeys, e.WriteGuard, func(chunk map[bson.ObjectID][]materialize.Pair, err error) error {
+			f := e.fault(ctx, PhaseKeyIndexWrite, err)
+			if f.Action != ActSkip {
+				return f
+			}
+			// Refused for good: retrying cannot help and stalling
+			// stops every key. The records only matter to a later
+			// delete of these submissions (the key index is the only
+			// record of a deleted submission's pair): it then finds no
+			// pair and rebuilds (Outcome.Unresolved).
+			ids := make([]string, 0, min(len(chunk), 20))
+			for id := range chunk {
+				if len(ids) == cap(ids) {
+					break
+				}
+				ids = append(ids, id.Hex())
+			}
+			e.Log.Error().Err(f).Int("submissions", len(chunk)).Strs("submission_ids", ids).
+				Msg("key-index records refused by the server; skipped (a later delete of these submissions rebuilds)")
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	if out.Writes.Len() > 0 {
-		if err := e.Store.Apply(wctx, &out.Writes); err != nil {
-			if !errors.Is(err, ErrWriteRejected) {
-				return fmt.Errorf("write derived values: %w: %w", err, ErrTransient)
+		err := applyGuarded(ctx, e.Store, &out.Writes, e.WriteGuard, func(part *Writes, err error) error {
+			f := e.fault(ctx, PhaseDerivedWrite, err)
+			if f.Action != ActSkip {
+				return f
 			}
 			// The server refused some writes for good (a document
 			// grown past 16 MB, a validator): retrying cannot help, and
 			// stopping would stall every other key. Report and go on.
 			e.Metrics.WritesRejected.Inc()
-			e.Log.Error().Err(err).Msg("derived writes rejected by the server; skipped")
+			e.Log.Error().Err(f).Int("users", len(part.Users)).Int("entries", len(part.Entries)).
+				Msg("derived writes refused by the server; skipped")
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	if e.Cache != nil && len(out.InvalidatePairs) > 0 {
@@ -416,13 +466,11 @@ func (e *Engine) rebuild(ctx context.Context, reason string) (*RebuildReport, er
 		sink = e.logProgress(reason)
 	}
 	rep, err := Rebuild(ctx, e.Store, e.deriver, RebuildOptions{Guard: e.WriteGuard,
-		Progress: progress.New(sink, e.Now, ProgressEvery, 0)})
-	if errors.Is(err, ErrLeaseExpiring) {
-		return nil, err
-	}
+		Progress: progress.New(sink, e.Now, ProgressEvery, 0), Decided: e.Metrics.countDecision})
 	if err != nil {
-		return nil, fmt.Errorf("rebuild (%s): %w: %w", reason, err, ErrTransient)
+		return nil, e.fault(ctx, PhaseRebuildScan, err) // a Fault already: Rebuild decides its errors
 	}
+	e.progress()
 	e.reportMalformed(rep.Malformed)
 	e.Metrics.PenaltyErrors.Add(float64(rep.PenaltyErrors))
 	e.Log.Info().Str("reason", reason).Int("submissions", rep.Submissions).Int("drifted_users", rep.DriftedUsers).
@@ -469,15 +517,9 @@ func (e *Engine) rebuildAndCheckpoint(ctx context.Context, reason string, out **
 	}
 	cp := resume.Checkpoint{StartAt: streamStart(rep.StartAt), ClusterTime: rep.StartAt, RebuiltAt: e.Now(), SavedAt: e.Now(),
 		Epoch: e.Config.Epoch, Owner: e.Config.Owner}
-	wctx, cancel, err := e.writeCtx(ctx)
-	if err != nil {
+	if err := e.saveCheckpoint(ctx, cp); err != nil {
 		return resume.Checkpoint{}, err
 	}
-	defer cancel()
-	if err := e.Checkpoints.SaveCheckpoint(wctx, cp); err != nil {
-		return resume.Checkpoint{}, e.saveErr(err)
-	}
-	e.Metrics.Checkpoints.Inc()
 	return cp, nil
 }
 
@@ -512,34 +554,39 @@ func (e *Engine) save(ctx context.Context, token bson.Raw, ct bson.Timestamp) er
 	}
 	cp.SavedAt = e.Now()
 	cp.Epoch, cp.Owner = e.Config.Epoch, e.Config.Owner
-	wctx, cancel, err := e.writeCtx(ctx)
-	if err != nil {
+	if err := e.saveCheckpoint(ctx, cp); err != nil {
 		return err
-	}
-	defer cancel()
-	if err := e.Checkpoints.SaveCheckpoint(wctx, cp); err != nil {
-		return e.saveErr(err)
 	}
 	e.cp = cp
 	e.lastSave = cp.SavedAt
-	e.Metrics.Checkpoints.Inc()
 	return nil
 }
 
-// ErrWriteRejected is wrapped by Writer.Apply when the server refused some
-// writes for a reason a retry cannot fix (the other writes landed); the
-// engine reports them and moves on.
+// saveCheckpoint saves cp under the write guard: progress, which resets
+// the backoff.
+func (e *Engine) saveCheckpoint(ctx context.Context, cp resume.Checkpoint) error {
+	wctx, cancel, err := guardCtx(ctx, e.WriteGuard)
+	if err != nil {
+		return e.fault(ctx, PhaseCheckpointSave, err)
+	}
+	defer cancel()
+	if err := e.Checkpoints.SaveCheckpoint(wctx, cp); err != nil {
+		return e.fault(ctx, PhaseCheckpointSave, fmt.Errorf("save checkpoint: %w", err))
+	}
+	e.Metrics.Checkpoints.Inc()
+	e.progress()
+	return nil
+}
+
+// ErrWriteRejected is wrapped by Writer.Apply (and KeyIndex.RecordKeys)
+// when the server refused some writes for a reason a retry cannot fix (the
+// other writes landed): its class is Refused, which the fault policy
+// skips, reports and moves past.
 var ErrWriteRejected = errors.New("derived writes rejected")
 
 // ErrLeaseExpiring is returned by a Leader's write guard when the lease
 // could expire before a write completes: the engine stops, unwritten.
 var ErrLeaseExpiring = errors.New("lease may expire: writes stopped")
-
-// writeCtx asks the write guard for permission and returns the context
-// the write must run under.
-func (e *Engine) writeCtx(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	return guardCtx(ctx, e.WriteGuard)
-}
 
 func guardCtx(ctx context.Context, g func(context.Context) (time.Time, error)) (context.Context, context.CancelFunc, error) {
 	if g == nil {
@@ -554,11 +601,4 @@ func guardCtx(ctx context.Context, g func(context.Context) (time.Time, error)) (
 	}
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	return wctx, cancel, nil
-}
-
-func (e *Engine) saveErr(err error) error {
-	if errors.Is(err, resume.ErrFenced) {
-		return fmt.Errorf("save checkpoint: %w", err)
-	}
-	return fmt.Errorf("save checkpoint: %w: %w", err, ErrTransient)
 }

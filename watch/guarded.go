@@ -2,7 +2,6 @@ package watch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,25 +21,27 @@ const guardChunk = 1000
 
 // recordKeysGuarded records keys in chunks of at most guardChunk
 // submissions, asking guard before each; it returns how many were
-// recorded.
-func recordKeysGuarded(ctx context.Context, st KeyIndex, keys map[bson.ObjectID][]materialize.Pair, guard func(context.Context) (time.Time, error)) (int, error) {
+// recorded. A chunk's error goes to onErr, which decides: nil skips that
+// chunk (the fault policy's skip), an error stops the writes.
+func recordKeysGuarded(ctx context.Context, st KeyIndex, keys map[bson.ObjectID][]materialize.Pair, guard func(context.Context) (time.Time, error),
+	onErr func(chunk map[bson.ObjectID][]materialize.Pair, err error) error) (int, error) {
 	n := 0
 	chunk := make(map[bson.ObjectID][]materialize.Pair, min(len(keys), guardChunk))
 	flush := func() error {
 		if len(chunk) == 0 {
 			return nil
 		}
+		defer clear(chunk)
 		wctx, cancel, err := guardCtx(ctx, guard)
 		if err != nil {
-			return err
+			return onErr(chunk, err)
 		}
 		err = st.RecordKeys(wctx, chunk)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("record key index: %w", err)
+			return onErr(chunk, fmt.Errorf("record key index: %w", err))
 		}
 		n += len(chunk)
-		clear(chunk)
 		return nil
 	}
 	for id, pairs := range keys {
@@ -54,42 +55,40 @@ func recordKeysGuarded(ctx context.Context, st KeyIndex, keys map[bson.ObjectID]
 	return n, flush()
 }
 
-// applyGuarded applies w in chunks of at most guardChunk writes, asking
-// guard before each. Chunks the server refused for good (ErrWriteRejected)
-// do not stop the others; rejected holds their errors, one per chunk, and
-// err is nil unless some other error stopped the writes. Without a guard
-// (no lease: tests, the in-memory store) w is applied in one call, since
+// applyGuarded applies w in chunks of at most guardChunk writes of one
+// kind (users, then entries), asking guard before each, so that each call
+// of st.Apply is one bulk write of the MongoDB adapter. A chunk's error
+// goes to onErr, which decides: nil skips that chunk (a write the server
+// refused for good), an error stops the writes. Without a guard (no
+// lease: tests, the in-memory store) w is applied in one call, since
 // chunks exist only to bound each write by the guard's deadline and cost
 // an in-memory store one re-encoding of a homework per chunk.
-func applyGuarded(ctx context.Context, st Writer, w *Writes, guard func(context.Context) (time.Time, error)) (rejected []error, err error) {
+func applyGuarded(ctx context.Context, st Writer, w *Writes, guard func(context.Context) (time.Time, error),
+	onErr func(part *Writes, err error) error) error {
 	apply := func(part *Writes) error {
 		wctx, cancel, err := guardCtx(ctx, guard)
 		if err != nil {
-			return err
+			return onErr(part, err)
 		}
 		err = st.Apply(wctx, part)
 		cancel()
-		if errors.Is(err, ErrWriteRejected) {
-			rejected = append(rejected, err)
-			return nil
-		}
 		if err != nil {
-			return fmt.Errorf("write derived values: %w", err)
+			return onErr(part, fmt.Errorf("write derived values: %w", err))
 		}
 		return nil
 	}
 	if guard == nil {
-		return rejected, apply(w)
+		return apply(w)
 	}
 	for i := 0; i < len(w.Users); i += guardChunk {
 		if err := apply(&Writes{Users: w.Users[i:min(i+guardChunk, len(w.Users))]}); err != nil {
-			return rejected, err
+			return err
 		}
 	}
 	for i := 0; i < len(w.Entries); i += guardChunk {
 		if err := apply(&Writes{Entries: w.Entries[i:min(i+guardChunk, len(w.Entries))]}); err != nil {
-			return rejected, err
+			return err
 		}
 	}
-	return rejected, nil
+	return nil
 }

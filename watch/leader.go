@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,7 +40,8 @@ type Leader struct {
 	// renewal was sent (the write guard); expiry itself is the store's.
 	Now func() time.Time
 
-	id string // lease owner id of this process (see Owner)
+	id   string    // lease owner id of this process (see Owner)
+	once sync.Once // defaults, once: ID may be called while Run runs
 }
 
 // ID returns the lease owner id of this process: Owner, "#", and a random
@@ -50,7 +52,10 @@ func (l *Leader) ID() string {
 }
 
 // Run campaigns for the lease and runs an engine for each term until ctx
-// is cancelled (nil) or an engine fails with a non-retryable error.
+// is cancelled (nil) or the fault policy decides an exit: an engine's
+// error, or a lease round trip no retry can fix (Unauthorized,
+// NotPrimary...). A lease error it retries is retried at the next
+// campaign, TTL/3 later.
 func (l *Leader) Run(ctx context.Context) error {
 	l.defaults()
 	every := l.TTL / 3
@@ -60,7 +65,14 @@ func (l *Leader) Run(ctx context.Context) error {
 		l.setUp(ctx, err)
 		switch {
 		case err != nil:
-			l.Log.Warn().Err(err).Msg("lease: acquire failed")
+			f := l.fault(ctx, fmt.Errorf("acquire lease: %w", err))
+			switch f.Action {
+			case ActStop:
+				return nil
+			case ActExit:
+				return f
+			}
+			l.Log.Warn().Err(f).Msg("lease: acquire failed; campaigning again")
 		case !ok:
 			l.Log.Debug().Str("holder", lease.Owner).Int64("epoch", lease.Epoch).Msg("lease held by another instance; standing by")
 		default:
@@ -117,7 +129,14 @@ func (l *Leader) setUp(ctx context.Context, err error) {
 	}
 }
 
-func (l *Leader) defaults() {
+// fault decides an error of a lease round trip (PhaseLease).
+func (l *Leader) fault(ctx context.Context, err error) *Fault {
+	return decider{decided: l.Metrics.countDecision}.fault(ctx, PhaseLease, err)
+}
+
+func (l *Leader) defaults() { l.once.Do(l.setDefaults) }
+
+func (l *Leader) setDefaults() {
 	if l.Now == nil {
 		l.Now = time.Now
 	}
@@ -187,15 +206,19 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, acquired time.Tim
 	for {
 		select {
 		case err := <-done:
-			if ctx.Err() != nil {
-				return false, nil // shutting down (the lease is released on the way out)
+			if err == nil || ctx.Err() != nil {
+				return false, nil // finished, or shutting down (the lease is released on the way out)
 			}
-			if errors.Is(err, resume.ErrFenced) || errors.Is(err, ErrLeaseExpiring) {
+			// The engine returns its errors decided (a *Fault); a job's
+			// other error is classified here, the same way.
+			var f *Fault
+			if !errors.As(err, &f) {
+				c := Classify(ctx, err)
+				f = &Fault{Phase: PhaseLease, Class: c, Action: Decide(c, PhaseLease), Err: err}
+			}
+			if f.Action == ActStandBy {
 				l.Log.Warn().Err(err).Int64("epoch", lease.Epoch).Msg("lease lost; standing by")
 				return true, nil
-			}
-			if err == nil {
-				return false, nil
 			}
 			return false, fmt.Errorf("lease epoch %d: %w", lease.Epoch, err)
 		case <-tick.C:
@@ -215,7 +238,18 @@ func (l *Leader) term(ctx context.Context, lease resume.Lease, acquired time.Tim
 				<-done
 				return true, nil
 			default:
-				l.Log.Warn().Err(err).Msg("lease: renewal failed")
+				f := l.fault(ctx, fmt.Errorf("renew lease: %w", err))
+				switch f.Action {
+				case ActStop:
+					cancel()
+					<-done
+					return false, nil
+				case ActExit:
+					cancel()
+					<-done
+					return false, fmt.Errorf("lease epoch %d: %w", lease.Epoch, f)
+				}
+				l.Log.Warn().Err(f).Msg("lease: renewal failed; retrying at the next renewal")
 			}
 			if l.Now().Sub(renewed) >= l.TTL-l.Margin {
 				l.Log.Warn().Dur("since_renewal", l.Now().Sub(renewed)).Msg("lease about to expire unrenewed; stopping the engine")

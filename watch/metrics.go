@@ -19,7 +19,7 @@ type Metrics struct {
 	PenaltyErrors   prometheus.Counter
 	Malformed       *prometheus.CounterVec // by collection
 	Rebuilds        *prometheus.CounterVec // reason
-	Restarts        *prometheus.CounterVec // reason: transient, history_lost, resume_impossible
+	Restarts        *prometheus.CounterVec // reason: the error's class (transient, overloaded, unclassified, history_lost, resume_impossible, ...)
 	Checkpoints     prometheus.Counter
 	LagSeconds      prometheus.Gauge
 	StreamOpen      prometheus.Gauge
@@ -29,7 +29,8 @@ type Metrics struct {
 	CacheFailures   prometheus.Counter
 	BatchSeconds    prometheus.Histogram
 	UnresolvedPairs prometheus.Counter
-	MongoDBUp       prometheus.Gauge // 1 while the last MongoDB round trip (start-up checks, then each lease acquire/renewal) succeeded
+	MongoDBUp       prometheus.Gauge       // 1 while the last MongoDB round trip (start-up checks, then each lease acquire/renewal) succeeded
+	Decisions       *prometheus.CounterVec // fault policy decisions: class, phase, action
 }
 
 // NewMetrics creates the metrics and registers them on reg (when non-nil).
@@ -81,6 +82,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		// so a lost server shows within one LEASE_TTL.
 		MongoDBUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "mongodb_up",
 			Help: "1 while the last round trip to MongoDB (start-up checks, then each lease acquisition or renewal) succeeded; 0 before the first and after a failed one."}),
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "fault_decisions_total",
+			Help: "Errors met, by class, phase and the action the fault policy decided (retry, reopen, rebuild, skip, exit, stand_by, stop)."},
+			[]string{"class", "phase", "action"}),
 	}
 	// Known label values are exported at 0 from the start: a series born
 	// at 1 has no earlier sample, so increase() and rate() in alert rules
@@ -91,14 +95,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{"initial", "history_lost", "resume_impossible", "unresolved", "requested"} {
 		m.Rebuilds.WithLabelValues(r)
 	}
-	for _, r := range []string{"transient", "history_lost", "resume_impossible"} {
+	for _, r := range []string{"transient", "overloaded", "unclassified", "history_lost", "resume_impossible"} {
 		m.Restarts.WithLabelValues(r)
+	}
+	// Every cell of the policy table, with its default action.
+	for _, c := range Classes() {
+		for _, p := range Phases() {
+			m.Decisions.WithLabelValues(c.String(), p.String(), Decide(c, p).String())
+		}
 	}
 	if reg != nil {
 		reg.MustRegister(m.Events, m.BadEvents, m.Batches, m.KeysRecomputed, m.Writes, m.WritesSkipped, m.WritesRejected,
 			m.PenaltyErrors, m.Malformed, m.Rebuilds, m.Restarts, m.Checkpoints, m.LagSeconds, m.StreamOpen,
 			m.LeaseHeld, m.LeaseEpoch, m.CacheDeletes, m.CacheFailures, m.BatchSeconds, m.UnresolvedPairs,
-			m.MongoDBUp)
+			m.MongoDBUp, m.Decisions)
 	}
 	return m
+}
+
+// countDecision counts one decision of the fault policy.
+func (m *Metrics) countDecision(f *Fault) {
+	m.Decisions.WithLabelValues(f.Class.String(), f.Phase.String(), f.Action.String()).Inc()
 }

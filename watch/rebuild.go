@@ -29,6 +29,10 @@ type RebuildOptions struct {
 	// Progress counts the documents read (nil: silent); Rebuild calls its
 	// Finish at the end.
 	Progress *progress.Reporter
+	// Decided, when set, is called with every fault the rebuild decides
+	// (the engine counts them); a write the policy skips is also counted in
+	// the report (Rejected, RejectedErrors).
+	Decided func(*Fault)
 }
 
 // Diff is one derived value that differs from what is stored.
@@ -51,7 +55,7 @@ type RebuildReport struct {
 	Malformed       []*materialize.DecodeError
 	Diffs           []Diff
 	KeyIndexRecords int
-	Rejected        int // bulk writes the server refused for good (reported, skipped)
+	Rejected        int // bulk writes (derived values or key records) the server refused for good (reported, skipped)
 	// RejectedErrors are the messages of the first refusals (at most 10),
 	// naming the documents, e.g. a homework grown past 16 MiB.
 	RejectedErrors []string
@@ -72,26 +76,28 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 		opts.FlushEvery = 10_000
 	}
 	rep := &RebuildReport{}
+	dec := decider{decided: opts.Decided}
+	scanErr := func(err error) error { return dec.fault(ctx, PhaseRebuildScan, err) }
 	var err error
 	if rep.StartAt, err = st.ClusterTime(ctx); err != nil {
-		return nil, fmt.Errorf("read cluster time: %w", err)
+		return nil, scanErr(fmt.Errorf("read cluster time: %w", err))
 	}
 	opts.Progress.Phase("catalog")
 	problems, bad, err := st.AllProblems(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read problems: %w", err)
+		return nil, scanErr(fmt.Errorf("read problems: %w", err))
 	}
 	rep.Malformed = append(rep.Malformed, bad...)
 	opts.Progress.Add(len(problems) + len(bad))
 	hws, bad, err := st.AllHomeworks(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read homeworks: %w", err)
+		return nil, scanErr(fmt.Errorf("read homeworks: %w", err))
 	}
 	rep.Malformed = append(rep.Malformed, bad...)
 	opts.Progress.Add(len(hws) + len(bad))
 	users, bad, err := st.AllUsers(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read users: %w", err)
+		return nil, scanErr(fmt.Errorf("read users: %w", err))
 	}
 	rep.Malformed = append(rep.Malformed, bad...)
 	opts.Progress.Add(len(users) + len(bad))
@@ -107,7 +113,22 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 		stored[h.ID] = h
 		rep.Malformed = append(rep.Malformed, h.Skipped...)
 	}
-	sink := &rebuildSink{ctx: ctx, st: st, opts: opts, rep: rep, users: users, stored: stored}
+	// A write error is decided in PhaseRebuildApply: a refusal for good is
+	// skipped and reported, anything else stops the rebuild.
+	skipped := func(err error) error {
+		f := dec.fault(ctx, PhaseRebuildApply, err)
+		if f.Action != ActSkip {
+			return f
+		}
+		rep.Rejected++
+		if len(rep.RejectedErrors) < 10 {
+			rep.RejectedErrors = append(rep.RejectedErrors, err.Error())
+		}
+		return nil
+	}
+	onKeys := func(_ map[bson.ObjectID][]materialize.Pair, err error) error { return skipped(err) }
+	sink := &rebuildSink{ctx: ctx, st: st, opts: opts, rep: rep, users: users, stored: stored,
+		onErr: func(_ *Writes, err error) error { return skipped(err) }}
 	// The pairs' results borrow the Deriver's buffers (the sink keeps a
 	// Clone of what drifted); d is the caller's, shared with the
 	// incremental path, which keeps every result.
@@ -153,7 +174,7 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 				keys[s.ID] = pairBuf[len(pairBuf)-1 : len(pairBuf) : len(pairBuf)]
 			}
 			if len(keys) >= 10*opts.FlushEvery {
-				n, err := recordKeysGuarded(ctx, st, keys, opts.Guard)
+				n, err := recordKeysGuarded(ctx, st, keys, opts.Guard, onKeys)
 				rep.KeyIndexRecords += n
 				if err != nil {
 					return err
@@ -164,26 +185,26 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 		return nil
 	}, func(e *materialize.DecodeError) { rep.Malformed = append(rep.Malformed, e) })
 	if err != nil {
-		return nil, fmt.Errorf("scan submissions: %w", err)
+		return nil, scanErr(fmt.Errorf("scan submissions: %w", err))
 	}
 	if err := flushGroup(); err != nil {
-		return nil, err
+		return nil, scanErr(err)
 	}
 	names := make([]string, 0, len(users))
 	for u := range users {
 		names = append(names, u)
 	}
 	if err := b.Finish(names); err != nil {
-		return nil, err
+		return nil, scanErr(err)
 	}
 	if err := sink.flush(); err != nil {
-		return nil, err
+		return nil, scanErr(err)
 	}
 	if !opts.DryRun && len(keys) > 0 {
-		n, err := recordKeysGuarded(ctx, st, keys, opts.Guard)
+		n, err := recordKeysGuarded(ctx, st, keys, opts.Guard, onKeys)
 		rep.KeyIndexRecords += n
 		if err != nil {
-			return nil, err
+			return nil, scanErr(err)
 		}
 	}
 	rep.PenaltyErrors = b.PenaltyErrors
@@ -198,6 +219,7 @@ type rebuildSink struct {
 	st     Store
 	opts   RebuildOptions
 	rep    *RebuildReport
+	onErr  func(*Writes, error) error
 	users  map[string]StoredUser
 	stored map[bson.ObjectID]*HomeworkDoc
 	w      Writes
@@ -248,14 +270,7 @@ func (s *rebuildSink) flush() error {
 		return nil
 	}
 	if !s.opts.DryRun {
-		rejected, err := applyGuarded(s.ctx, s.st, &s.w, s.opts.Guard)
-		s.rep.Rejected += len(rejected)
-		for _, r := range rejected {
-			if len(s.rep.RejectedErrors) < 10 {
-				s.rep.RejectedErrors = append(s.rep.RejectedErrors, r.Error())
-			}
-		}
-		if err != nil {
+		if err := applyGuarded(s.ctx, s.st, &s.w, s.opts.Guard, s.onErr); err != nil {
 			return err
 		}
 	}

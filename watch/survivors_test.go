@@ -312,6 +312,26 @@ func (r *releaseWatcher) Release(ctx context.Context, owner string, epoch int64)
 	return r.gatedLeases.Release(ctx, owner, epoch)
 }
 
+// renewsEvery waits (up to a minute of real time) for n more renewals on
+// g and checks they were not sent faster than one per every. The bounds
+// hold on a loaded machine: a late tick only makes the wait longer, and
+// a ticker never fires early, so n renewals take at least (n-1)·every.
+// (A count of renewals in a fixed real time, as before, failed when the
+// machine was busy.)
+func renewsEvery(g *gatedLeases, n int, every time.Duration) error {
+	start, before := time.Now(), g.callsSoFar()
+	for g.callsSoFar() < before+n {
+		if time.Since(start) > time.Minute {
+			return fmt.Errorf("%d renewals in %s, want %d (one every %s)", g.callsSoFar()-before, time.Since(start), n, every)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if took := time.Since(start); took < time.Duration(n-1)*every {
+		return fmt.Errorf("%d renewals in %s, want one every %s at most", n, took, every)
+	}
+	return nil
+}
+
 // TestLeaderDoRenewsAndReleases: Do renews the lease every TTL/3 while
 // its job runs, and releases it afterwards with time to do so (a standby
 // takes over at once, not after expiry).
@@ -323,12 +343,7 @@ func TestLeaderDoRenewsAndReleases(t *testing.T) {
 	a := newLeader(st, g, "a", clk)
 	a.Leases = rw
 	err := a.Do(context.Background(), func(ctx context.Context, _ *watch.Engine) error {
-		before := g.callsSoFar()
-		time.Sleep(20 * ldTTL) // 20 TTLs of real time: about 60 renewal ticks
-		if n := g.callsSoFar() - before; n < 15 {
-			return fmt.Errorf("%d renewals in %s with a TTL of %s, want one every TTL/3", n, 20*ldTTL, ldTTL)
-		}
-		return nil
+		return renewsEvery(g, 15, ldTTL/3)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -491,10 +506,8 @@ func TestLeaderRunLosesAndCampaigns(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()
 	eventually(t, "a holding the lease", func() bool { l, _, _ := st.Current(ctx); return l.Owner == a.ID() && l.Epoch == 1 })
-	before := g.callsSoFar()
-	time.Sleep(10 * ldTTL)
-	if n := g.callsSoFar() - before; n < 12 {
-		t.Errorf("%d renewals in %s with a TTL of %s, want one every TTL/3", n, 10*ldTTL, ldTTL)
+	if err := renewsEvery(g, 12, ldTTL/3); err != nil {
+		t.Error(err)
 	}
 	g.hold(func() {
 		withServerTime(st, clk.Now().Add(10*ldTTL), func() { // a's lease has expired by then
