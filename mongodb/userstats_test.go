@@ -10,8 +10,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/materialize"
-	"github.com/normal-oj/noj-materializer/memstore"
 )
 
 // randomSubmission is a submission document of one of users (or of a

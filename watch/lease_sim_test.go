@@ -11,7 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/normal-oj/noj-materializer/memstore"
+	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/resume"
 	"github.com/normal-oj/noj-materializer/watch"
 )

@@ -13,9 +13,9 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
-	"github.com/normal-oj/noj-materializer/memstore"
 )
 
 // A class rejudged at once: the problem every submission of which a

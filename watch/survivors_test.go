@@ -15,10 +15,10 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/internal/reference"
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
-	"github.com/normal-oj/noj-materializer/memstore"
 	"github.com/normal-oj/noj-materializer/watch"
 	"github.com/rs/zerolog"
 )

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/normal-oj/noj-materializer/dump"
-	"github.com/normal-oj/noj-materializer/memstore"
+	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/progress"
 )
 

@@ -15,9 +15,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/internal/memstore"
+	"github.com/normal-oj/noj-materializer/internal/offline"
 	"github.com/normal-oj/noj-materializer/materialize"
-	"github.com/normal-oj/noj-materializer/memstore"
-	"github.com/normal-oj/noj-materializer/offline"
 	"github.com/normal-oj/noj-materializer/progress"
 	"github.com/normal-oj/noj-materializer/resume"
 	"github.com/normal-oj/noj-materializer/watch"

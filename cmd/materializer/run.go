@@ -16,7 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
-	"github.com/normal-oj/noj-materializer/cache"
+	"github.com/normal-oj/noj-materializer/internal/cache"
 	"github.com/normal-oj/noj-materializer/mongodb"
 	"github.com/normal-oj/noj-materializer/watch"
 )

@@ -8,8 +8,8 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/normal-oj/noj-materializer/demo"
 	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/internal/demo"
 	"github.com/normal-oj/noj-materializer/mongodb"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/normal-oj/noj-materializer/demo"
 	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/internal/demo"
 )
 
 // TestFloorReadsAndWrites: the floor reader touches every document of a

@@ -34,10 +34,10 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/normal-oj/noj-materializer/demo"
+	"github.com/normal-oj/noj-materializer/internal/demo"
+	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/internal/storecost"
 	"github.com/normal-oj/noj-materializer/materialize"
-	"github.com/normal-oj/noj-materializer/memstore"
 	"github.com/normal-oj/noj-materializer/watch"
 )
 

@@ -23,8 +23,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/materialize"
-	"github.com/normal-oj/noj-materializer/memstore"
 	"github.com/normal-oj/noj-materializer/resume"
 	"github.com/normal-oj/noj-materializer/watch"
 )

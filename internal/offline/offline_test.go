@@ -16,9 +16,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
-	"github.com/normal-oj/noj-materializer/memstore"
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
@@ -157,7 +157,7 @@ func checkSameAsOnline(t *testing.T, docs materialize.Docs) materialize.Docs {
 // (compact records, in-place comparison, one patch per homework) counts
 // what the online rebuild counts and writes the documents it leaves.
 func TestRunSameAsOnlineRebuild(t *testing.T) {
-	vs, err := mtest.ReadVectors("../materialize/testdata/derive.jsonl")
+	vs, err := mtest.ReadVectors("../../materialize/testdata/derive.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
