@@ -35,7 +35,7 @@ func checkDatabaseName(name string) error {
 //     and connects to whatever the host is, where the operator meant to
 //     name the set;
 //   - timeoutMS: it gives every command a deadline, index builds included,
-//     which the daemon runs without one (docs/operations.md, Indexes); its
+//     which the daemon runs without one (docs/install.md, Indexes); its
 //     own deadlines are MATERIALIZER_WRITE_TIMEOUT and the lease.
 func checkURIOptions(uri string) error {
 	_, rest, _ := strings.Cut(uri, "://")
@@ -64,7 +64,7 @@ func checkURIOptions(uri string) error {
 				return &configError{envPrefix + "_MONGODB_URI has an empty replicaSet=: give the replica set's name (rs.conf()._id, e.g. replicaSet=rs0) or leave the option out"}
 			}
 		case "timeoutms":
-			return &configError{fmt.Sprintf("%s_MONGODB_URI sets timeoutMS=%s: it would give every command a deadline, index builds included (docs/operations.md, Indexes); remove it (the daemon's own deadline is %s_WRITE_TIMEOUT)", envPrefix, val, envPrefix)}
+			return &configError{fmt.Sprintf("%s_MONGODB_URI sets timeoutMS=%s: it would give every command a deadline, index builds included (docs/install.md, Indexes); remove it (the daemon's own deadline is %s_WRITE_TIMEOUT)", envPrefix, val, envPrefix)}
 		}
 	}
 	return nil
