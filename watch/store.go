@@ -10,8 +10,9 @@ import (
 
 // The interfaces below are what the engine needs from a database. The
 // mongodb package implements them on a MongoDB replica set, memstore in
-// memory (tests, simulation, offline dumps). Every method takes sets of
-// keys so that one batch costs one round trip per kind of read.
+// memory (tests and simulation); internal/storetest checks both against
+// one suite. Every method takes sets of keys so that one batch costs one
+// round trip per kind of read.
 
 // readAfterKey is the context key of WithReadAfter.
 type readAfterKey struct{}
