@@ -152,7 +152,16 @@ type Scanner interface {
 	ClusterTime(ctx context.Context) (bson.Timestamp, error)
 }
 
-// Store is everything the engine and the rebuild need from one database.
+// RebuildStore is what Rebuild needs: the scans, the writes and the key
+// index, no Source reads.
+type RebuildStore interface {
+	Scanner
+	Writer
+	KeyIndex
+}
+
+// Store is everything the engine needs from one database: Recompute
+// reads a Source and a KeyIndex, Rebuild a RebuildStore.
 type Store interface {
 	Source
 	Writer
