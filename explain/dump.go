@@ -23,7 +23,7 @@ import (
 // dump might) counts as its last copy, listed where the _id first
 // appeared. A document without _id is an error, as a database would
 // refuse it.
-func ReadDump(ctx context.Context, d dump.Dir, user string, problem int64) (*Pair, error) {
+func ReadDump(ctx context.Context, d dump.Dir, user string, problem int64) (*Input, error) {
 	r := &dumpReader{
 		user: user, problem: problem, pk: materialize.ProblemKey(problem), userKey: key(user),
 		subs: latest[subVersion]{}, problems: latest[problemVersion]{},
@@ -77,7 +77,7 @@ func ReadDump(ctx context.Context, d dump.Dir, user string, problem int64) (*Pai
 			}
 		}
 	}
-	return r.pair(), nil
+	return r.input(), nil
 }
 
 // dumpReader keeps what ReadDump has read of the pair so far.
@@ -175,8 +175,8 @@ func (r *dumpReader) submission1(n int, k string, _ bson.RawValue, doc bson.Raw)
 	r.subs.see(k, n, subVersion{s: s}, s.User == r.user)
 }
 
-func (r *dumpReader) pair() *Pair {
-	p := &Pair{User: r.user, Problem: r.problem, HasUser: r.hasUser, StoredUser: r.stored, ProblemDoc: r.prob,
+func (r *dumpReader) input() *Input {
+	p := &Input{User: r.user, Problem: r.problem, HasUser: r.hasUser, StoredUser: r.stored, ProblemDoc: r.prob,
 		HasEntry: len(r.mine) > 0, Held: len(r.held) > 0, Homeworks: map[bson.ObjectID]*watch.HomeworkDoc{}}
 	for _, v := range r.subs.inOrder() {
 		if v.bad != nil {

@@ -148,7 +148,7 @@ func checkReadDumpAsRead(t *testing.T, docs materialize.Docs) int {
 }
 
 // pairDiff compares two reads of a pair (submissions in any order).
-func pairDiff(want, got *Pair) []string {
+func pairDiff(want, got *Input) []string {
 	var out []string
 	sorted := func(s []materialize.Submission) []materialize.Submission {
 		s = slices.Clone(s)
@@ -183,7 +183,7 @@ func pairDiff(want, got *Pair) []string {
 	return out
 }
 
-func hwString(p *Pair) string {
+func hwString(p *Input) string {
 	var b strings.Builder
 	for id, h := range p.Homeworks {
 		fmt.Fprintf(&b, "%s:%+v stored %v; ", id.Hex(), h.Homework, h.Stored)
@@ -192,7 +192,7 @@ func hwString(p *Pair) string {
 }
 
 // explained is the explanation of p as JSON, or its error.
-func explained(t *testing.T, p *Pair) string {
+func explained(t *testing.T, p *Input) string {
 	ex, err := Explain(p)
 	if err != nil {
 		return "error: " + err.Error()

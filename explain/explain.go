@@ -147,23 +147,23 @@ type Counts struct {
 	Drift    bool            `json:"drift"`
 }
 
-// Explain derives the pair p read and explains it. It runs the same code
+// Explain derives the pair in holds and explains it. It runs the same code
 // as a rebuild, materialize.Builder over a catalog of the problem and the
 // homeworks that matter to the pair, fed every submission of the user,
 // and takes the steps from the Deriver's trace. It returns an
 // *UnknownError when the user (no document, no submission, no entry for
 // the problem) or the problem (no document, no entry, no submission of the
-// user to it) is unknown to the source p was read from. Explanation.Source
+// user to it) is unknown to the source in was read from. Explanation.Source
 // is left for the caller to fill in.
-func Explain(p *Pair) (*Explanation, error) {
-	user, problem, prob, hws := p.User, p.Problem, p.ProblemDoc, p.Homeworks
+func Explain(in *Input) (*Explanation, error) {
+	user, problem, prob, hws := in.User, in.Problem, in.ProblemDoc, in.Homeworks
 	ex := &Explanation{Format: 1, User: user, Problem: problem,
 		ProblemHomeworks: []Ref{}, Submissions: []Submission{}, Entries: []Entry{}, Malformed: []string{}}
-	for _, d := range p.Malformed {
+	for _, d := range in.Malformed {
 		ex.Malformed = append(ex.Malformed, d.Error())
 	}
 	var own, pairSubs []materialize.Submission
-	for _, s := range p.Submissions {
+	for _, s := range in.Submissions {
 		if s.User == user {
 			own = append(own, s)
 			if s.Problem == problem {
@@ -172,9 +172,9 @@ func Explain(p *Pair) (*Explanation, error) {
 		}
 	}
 	switch {
-	case !p.HasUser && len(own) == 0 && !p.HasEntry:
+	case !in.HasUser && len(own) == 0 && !in.HasEntry:
 		return nil, &UnknownError{fmt.Sprintf("unknown user %q: no user document, no submission and no studentStatus entry for problem %d", user, problem)}
-	case prob == nil && !p.Held && len(pairSubs) == 0:
+	case prob == nil && !in.Held && len(pairSubs) == 0:
 		return nil, &UnknownError{fmt.Sprintf("unknown problem %d: no problem document, no studentStatus entry and no submission of %q to it", problem, user)}
 	}
 	ex.ProblemFound = prob != nil
@@ -193,15 +193,15 @@ func Explain(p *Pair) (*Explanation, error) {
 	builder := materialize.NewBuilder(d, cat, sink)
 	materialize.SortGrouped(own)
 	var gerr error
-	materialize.ForEachGroup(own, func(u string, pb int64, g []materialize.Submission) {
+	materialize.ForEachGroup(own, func(u string, p int64, g []materialize.Submission) {
 		if gerr != nil {
 			return
 		}
 		d.Trace = nil
-		if pb == problem {
+		if p == problem {
 			d.Trace = tr
 		}
-		gerr = builder.Group(u, pb, g)
+		gerr = builder.Group(u, p, g)
 	})
 	d.Trace = nil
 	if gerr != nil {
@@ -215,9 +215,9 @@ func Explain(p *Pair) (*Explanation, error) {
 	ex.explainRefs(prob, hws)
 	ex.explainSubmissions(tr, pairSubs)
 	ex.explainEntries(prob, hws, sink.entries)
-	ex.UserCounts = Counts{Document: p.HasUser, Derived: userJSON(sink.stats), Stored: json.RawMessage("null")}
-	if p.HasUser {
-		su := p.StoredUser
+	ex.UserCounts = Counts{Document: in.HasUser, Derived: userJSON(sink.stats), Stored: json.RawMessage("null")}
+	if in.HasUser {
+		su := in.StoredUser
 		if su.OK {
 			ex.UserCounts.Stored = userJSON(su.Stats)
 		}

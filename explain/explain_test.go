@@ -10,13 +10,13 @@ import (
 // an *UnknownError saying which.
 func TestExplainUnknown(t *testing.T) {
 	cases := []struct {
-		p    Pair
+		p    Input
 		want string
 	}{
-		{Pair{User: "u", Problem: 1}, `unknown user "u"`},
-		{Pair{User: "u", Problem: 1, HasUser: true}, "unknown problem 1"},
-		{Pair{User: "u", Problem: 1, HasUser: true, Held: true}, ""},
-		{Pair{User: "u", Problem: 1, HasEntry: true, Held: true}, ""},
+		{Input{User: "u", Problem: 1}, `unknown user "u"`},
+		{Input{User: "u", Problem: 1, HasUser: true}, "unknown problem 1"},
+		{Input{User: "u", Problem: 1, HasUser: true, Held: true}, ""},
+		{Input{User: "u", Problem: 1, HasEntry: true, Held: true}, ""},
 	}
 	for _, c := range cases {
 		ex, err := Explain(&c.p)

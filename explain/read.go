@@ -22,11 +22,11 @@ type Source interface {
 	Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*watch.HomeworkDoc, []*materialize.DecodeError, error)
 }
 
-// Pair is what explaining one (user, problem) pair reads: the user's
+// Input is what explaining one (user, problem) pair reads: the user's
 // submissions and document, the problem, and the homeworks that matter to
 // the pair restricted to the user. Its size is bounded by the user's
 // submissions and the problem's homeworks, never by the database's.
-type Pair struct {
+type Input struct {
 	User    string
 	Problem int64
 	// Submissions are the user's readable submissions, to every problem
@@ -53,8 +53,8 @@ type Pair struct {
 
 // Read reads from src what explaining (user, problem) reads, in five
 // queries of a few documents each.
-func Read(ctx context.Context, src Source, user string, problem int64) (*Pair, error) {
-	p := &Pair{User: user, Problem: problem}
+func Read(ctx context.Context, src Source, user string, problem int64) (*Input, error) {
+	p := &Input{User: user, Problem: problem}
 	subs, bad, err := src.Submissions(ctx, []string{user}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read submissions: %w", err)

@@ -150,10 +150,10 @@ func checkArchiveComplete(name string, colls []dump.Namespace, database string) 
 		name, strings.Join(missing, ", "), strings.Join(dump.Sources, ", "), hint)}
 }
 
-// readOfflinePair reads what explaining (user, problem) reads from the
+// readOfflineInput reads what explaining (user, problem) reads from the
 // dump --dump names (a directory or an archive), streaming it, and says
 // what it read.
-func readOfflinePair(ctx context.Context, env *environment, path, database, user string, problem int64) (*explain.Pair, string, error) {
+func readOfflineInput(ctx context.Context, env *environment, path, database, user string, problem int64) (*explain.Input, string, error) {
 	if !isArchive(path) {
 		d, err := openDump(path, database)
 		if err != nil {

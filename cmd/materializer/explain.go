@@ -52,10 +52,10 @@ unknown user or problem, 130 or 143 when interrupted by SIGINT or SIGTERM.`)
 	if _, err := newLogger(env, cfg); err != nil {
 		return err
 	}
-	var pair *explain.Pair
+	var in *explain.Input
 	var where string
 	if isOffline {
-		if pair, where, err = readOfflinePair(ctx, env, *dumpDir, cfg.Database, *user, problem); err != nil {
+		if in, where, err = readOfflineInput(ctx, env, *dumpDir, cfg.Database, *user, problem); err != nil {
 			return err
 		}
 	} else {
@@ -67,12 +67,12 @@ unknown user or problem, 130 or 143 when interrupted by SIGINT or SIGTERM.`)
 			return err
 		}
 		defer closeMongo(db, zerolog.Nop())
-		if pair, err = explain.Read(ctx, db, *user, problem); err != nil {
+		if in, err = explain.Read(ctx, db, *user, problem); err != nil {
 			return err
 		}
 		where = mongodb.Redact(cfg.MongoDBURI) + " database " + cfg.Database
 	}
-	ex, err := explain.Explain(pair)
+	ex, err := explain.Explain(in)
 	if err != nil {
 		var unknown *explain.UnknownError
 		if errors.As(err, &unknown) {
