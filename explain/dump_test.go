@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -106,11 +107,13 @@ func pairsOf(docs materialize.Docs) []pair {
 			}
 		}
 	}
-	for _, u := range users[:min(len(users), 3)] {
-		add(u, nothing)
-	}
-	for _, p := range problems[:min(len(problems), 3)] {
-		add(nobody, p)
+	for i := range 3 {
+		if i < len(users) {
+			add(users[len(users)-1-i], nothing)
+		}
+		if i < len(problems) {
+			add(nobody, problems[len(problems)-1-i])
+		}
 	}
 	return out
 }
@@ -118,12 +121,17 @@ func pairsOf(docs materialize.Docs) []pair {
 // checkReadDumpAsRead checks that ReadDump reads from a dump of docs what
 // Read reads from the documents loaded into a database, for every pair
 // docs mention, and that both explain the same.
-func checkReadDumpAsRead(t *testing.T, docs materialize.Docs) int {
+func checkReadDumpAsRead(t *testing.T, docs materialize.Docs, most int) int {
 	t.Helper()
 	ctx := context.Background()
 	st, d := loaded(t, docs), writeDump(t, docs)
 	n := 0
-	for _, pr := range pairsOf(docs) {
+	pairs := pairsOf(docs)
+	if most > 0 && len(pairs) > most {
+		// The first pairs the documents mention, and the unknown ones.
+		pairs = append(pairs[:most-4], pairs[len(pairs)-4:]...)
+	}
+	for _, pr := range pairs {
 		u, p := pr.user, pr.problem
 		{
 			want, err := Read(ctx, st, u, p)
@@ -206,8 +214,13 @@ func explained(t *testing.T, p *Input) string {
 
 // TestReadDumpMatchesRead: over every derive vector, ReadDump (one
 // streaming pass per collection) reads what Read reads from the same
-// documents in a database, for every pair the vector mentions.
+// documents in a database, for the first pairs the vector mentions and
+// for an unknown user and problem (EXPLAIN_ALL_PAIRS=1: every pair).
 func TestReadDumpMatchesRead(t *testing.T) {
+	most := 8
+	if os.Getenv("EXPLAIN_ALL_PAIRS") != "" {
+		most = 0
+	}
 	vs, err := materializetest.ReadVectors(filepath.Join("..", "materialize", "testdata", "derive.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +230,7 @@ func TestReadDumpMatchesRead(t *testing.T) {
 	}
 	pairs := 0
 	for _, v := range vs {
-		t.Run(v.Name, func(t *testing.T) { pairs += checkReadDumpAsRead(t, v.DB) })
+		t.Run(v.Name, func(t *testing.T) { pairs += checkReadDumpAsRead(t, v.DB, most) })
 	}
 	t.Logf("%d pairs over %d vectors", pairs, len(vs))
 }
@@ -290,7 +303,7 @@ func TestReadDumpRepeatedIDs(t *testing.T) {
 			raw("_id", s(5), "user", "alice", "problem", 7),
 		},
 	}
-	if n := checkReadDumpAsRead(t, docs); n == 0 {
+	if n := checkReadDumpAsRead(t, docs, 0); n == 0 {
 		t.Fatal("no pair read")
 	}
 }
