@@ -1,15 +1,16 @@
 // Package explain shows how one student's derived values for one problem
 // come about: the derivation of one (user, problem) pair, step by step, as
 // `materializer explain` prints it. Explain runs the rebuild's own code
-// (materialize.Builder) on what one pair reads, taken from the Deriver's
-// trace; Read gathers that from a database (any Source, such as
-// mongodb.DB) and ReadDump from a mongodump directory, streaming it with
-// memory bounded by the user's submissions.
+// (materialize.Builder) on an Input, what one pair reads, and takes the
+// steps from the Deriver's trace. Read gathers an Input from a database
+// (any Source, such as mongodb.DB); ReadDump from a mongodump directory,
+// streaming it with memory bounded by the user's submissions.
 //
 // Explanation and the types it holds are the stable JSON contract of
-// `explain --json` ("format 1", shown in the README): fields are only
-// ever added. They live in a package of their own so that a program
-// reading that JSON can decode it with the types that define it.
+// `explain --json` ("format 1", documented with explain's output in the
+// docs): fields are only ever added. They live in a package of their own,
+// public, so that a program reading that JSON can decode it with the
+// types that define it.
 package explain
 
 import (

@@ -21,6 +21,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/materialize/materializetest"
 	"github.com/normal-oj/noj-materializer/resume"
 	"github.com/normal-oj/noj-materializer/watch"
 )
@@ -66,17 +67,7 @@ var (
 func sub(n byte) bson.ObjectID { return bson.ObjectID{0x65, 0xe1, n} }
 
 // raw builds a document from alternating keys and values.
-func raw(kv ...any) bson.Raw {
-	d := bson.D{}
-	for i := 0; i < len(kv); i += 2 {
-		d = append(d, bson.E{Key: kv[i].(string), Value: kv[i+1]})
-	}
-	b, err := bson.Marshal(d)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
+var raw = materializetest.Raw
 
 func at(day int) bson.DateTime {
 	return bson.NewDateTimeFromTime(time.Date(2026, 2, day, 0, 0, 0, 0, time.UTC))
