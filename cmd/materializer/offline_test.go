@@ -276,7 +276,7 @@ func TestOfflineProgress(t *testing.T) {
 	}
 	run := func(args ...string) cliResult {
 		var stdout, stderr bytes.Buffer
-		env := &environment{stdout: &stdout, stderr: &stderr, getenv: os.Getenv, progressEvery: time.Nanosecond}
+		env := &environment{stdout: &stdout, stderr: &stderr, progressEvery: time.Nanosecond}
 		code := runMain(context.Background(), env, args)
 		return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	}
