@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/normal-oj/noj-materializer/watch"
+	"github.com/normal-oj/noj-materializer/drift"
 )
 
 func TestDatabaseNameRules(t *testing.T) {
@@ -148,7 +148,7 @@ func TestFirstDifferencesIDs(t *testing.T) {
 		}
 		return "[" + strings.Join(s, ",") + "]"
 	}
-	rep := &watch.RebuildReport{Diffs: []watch.Diff{{Collection: "homework", ID: "abc", Path: "studentStatus.alice.7",
+	rep := &drift.Report{Diffs: []drift.Diff{{Collection: "homework", ID: "abc", Path: "studentStatus.alice.7",
 		Stored:  `{"score":{"$numberInt":"0"},"problemStatus":null,"submissionIds":` + ids(300) + `}`,
 		Derived: `{"score":100,"problemStatus":0,"submissionIds":` + ids(300, "ffffffffffffffffffffff01", "ffffffffffffffffffffff02") + `}`}}}
 	var b bytes.Buffer

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/internal/offline"
@@ -132,7 +133,7 @@ func rebuildOnline(ctx context.Context, env *environment, db rebuildTarget, stan
 				Config: watch.Config{Epoch: epoch, Owner: cfg.InstanceID}}
 		}}
 	var (
-		rep   *watch.RebuildReport
+		rep   *drift.Report
 		saved resume.Checkpoint
 	)
 	err := leader.Do(ctx, func(ctx context.Context, eng *watch.Engine) error {
@@ -164,7 +165,7 @@ func rebuildOnline(ctx context.Context, env *environment, db rebuildTarget, stan
 
 // printRebuildCheckpoint says where the next run starts: the start the
 // saved checkpoint holds, or, on a standalone mongod, that none was saved.
-func printRebuildCheckpoint(w io.Writer, rep *watch.RebuildReport, saved resume.Checkpoint, standalone bool) {
+func printRebuildCheckpoint(w io.Writer, rep *drift.Report, saved resume.Checkpoint, standalone bool) {
 	if standalone {
 		fmt.Fprintln(w, "checkpoint: none saved: the server is a standalone mongod, which has no oplog and no change stream to resume.")
 		fmt.Fprintln(w, "  The values above are written; 'run' needs a replica set (docs/operations.md), and its first start there rebuilds again.")
@@ -276,7 +277,7 @@ func textProgress(env *environment, what string, quiet bool) progress.Sink {
 // rejectedWrites fails a rebuild some of whose writes the server refused
 // for good (a homework grown past 16 MiB, a validator): the values were
 // counted and logged, but the database is not repaired.
-func rejectedWrites(rep *watch.RebuildReport) error {
+func rejectedWrites(rep *drift.Report) error {
 	if rep.Rejected == 0 {
 		return nil
 	}
@@ -442,7 +443,7 @@ Progress goes to stderr every few seconds on long work (--quiet: none).`)
 }
 
 // printReport prints a rebuild or verify report.
-func printReport(w io.Writer, rep *watch.RebuildReport, verb string) {
+func printReport(w io.Writer, rep *drift.Report, verb string) {
 	fmt.Fprintf(w, "submissions read: %d\n", rep.Submissions)
 	fmt.Fprintf(w, "users: %d compared, %d %s\n", rep.Users, rep.DriftedUsers, verb)
 	fmt.Fprintf(w, "entries: %d compared, %d %s\n", rep.Entries, rep.DriftedEntries, verb)
@@ -557,7 +558,7 @@ func printStatus(w io.Writer, cp resume.Checkpoint, ok bool, now bson.Timestamp)
 // have stored counts (they drifted to 0): right for a site whose
 // submissions were all deleted, but a truncated or emptied submission
 // file looks the same, and a rebuild writes the zeros.
-func warnNoSubmissions(w io.Writer, rep *watch.RebuildReport) {
+func warnNoSubmissions(w io.Writer, rep *drift.Report) {
 	if rep.Submissions == 0 && rep.DriftedUsers > 0 {
 		fmt.Fprintf(w, "warning: the dump holds no submission, yet %d users have stored counts above 0, derived as 0: check that submission.bson is complete (a truncated or empty file looks the same)\n", rep.DriftedUsers)
 	}

@@ -37,10 +37,10 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/progress"
-	"github.com/normal-oj/noj-materializer/watch"
 )
 
 // Options control a Run.
@@ -293,8 +293,9 @@ type entry struct {
 const deadUser = math.MaxUint32
 
 type user struct {
-	stored watch.StoredUser
-	fix    *materialize.UserStats
+	stored   materialize.UserStats
+	storedOK bool // stored was read (false: missing or unreadable)
+	fix      *materialize.UserStats
 }
 
 // slot is a document in file order and, when it was decoded and is the
@@ -307,7 +308,7 @@ type slot[T any] struct {
 // state is one Run's catalog, stored values and results.
 type state struct {
 	opts      Options
-	rep       *watch.RebuildReport
+	rep       *drift.Report
 	cat       *materialize.Catalog
 	hws       []*homework              // decoded homeworks in file order
 	homeworks map[bson.ObjectID]uint32 // _id → index in hws of the last one
@@ -360,8 +361,8 @@ func (s *state) underived() uint32 { return uint32(len(s.problemIDs)) }
 // homework would exceed 16 MiB (the report is returned too), ctx.Err()
 // when ctx was done (checked between documents in every phase), or a read
 // or write error.
-func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, error) {
-	s := &state{opts: opts, rep: &watch.RebuildReport{}, cat: materialize.NewCatalog(),
+func Run(ctx context.Context, d dump.Dir, opts Options) (*drift.Report, error) {
+	s := &state{opts: opts, rep: &drift.Report{}, cat: materialize.NewCatalog(),
 		homeworks: make(map[bson.ObjectID]uint32), ids: make(map[string]uint32), dupKeys: make(map[string]uint32),
 		bad: make(map[string]map[string]*materialize.DecodeError)}
 	var out *dump.Output
@@ -609,7 +610,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		}
 		// A later document with the same _id replaces an earlier one, as a
 		// store keyed by _id would.
-		u := &user{stored: watch.StoredUser{Stats: st, OK: ok}}
+		u := &user{stored: st, storedOK: ok}
 		s.docs[s.intern([]byte(name))] = u
 		if s.opts.Out != "" {
 			s.userOrder = append(s.userOrder, slot[user]{raw: raw, of: u})
@@ -1061,12 +1062,12 @@ func replayBefore(a, b *record) bool {
 // compareUser compares a user's derived fields with its document's.
 func (s *state) compareUser(name string, u *user, st materialize.UserStats) {
 	s.rep.Users++
-	if u.stored.OK && u.stored.Stats.Equal(st) {
+	if u.storedOK && u.stored.Equal(st) {
 		return
 	}
 	s.rep.DriftedUsers++
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
-		s.rep.Diffs = append(s.rep.Diffs, watch.UserDiff(name, u.stored, st))
+		s.rep.Diffs = append(s.rep.Diffs, drift.UserDiff(name, u.stored, u.storedOK, st))
 	}
 	u.fix = &st
 }
@@ -1084,7 +1085,7 @@ func (s *state) compare(e *entry, name string, d *materialize.Entry) {
 	s.rep.DriftedEntries++
 	pk := s.problemKey(e.problem, key)
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
-		s.rep.Diffs = append(s.rep.Diffs, watch.EntryDiff(hw.h.ID, name, pk, v, true, *d))
+		s.rep.Diffs = append(s.rep.Diffs, drift.EntryDiff(hw.h.ID, name, pk, v, true, *d))
 	}
 	hw.drifted = true
 	hw.grow += d.EncodedSize() - len(v.Value)
