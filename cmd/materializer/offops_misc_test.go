@@ -172,3 +172,17 @@ func TestFirstDifferencesIDs(t *testing.T) {
 		t.Errorf("a short list was shortened:\n%s", b.String())
 	}
 }
+
+// TestOfflinePathErrorsNameTheFlag: the offline library's path errors
+// name no flag; the command words them with the one that gave the path.
+func TestOfflinePathErrorsNameTheFlag(t *testing.T) {
+	cleanConfigEnv(t)
+	dir := filepath.Join(t.TempDir(), "normal-oj")
+	if r := runCLI(t, "seed", "--users", "2", "--submissions", "5", "--out", dir); r.code != exitOK {
+		t.Fatalf("seed: %v", r)
+	}
+	r := runCLI(t, "rebuild", "--dump", dir, "--out", filepath.Join(dir, "out"))
+	if r.code != exitConfig || !strings.Contains(r.stderr, "--out") || !strings.Contains(r.stderr, "inside the input dump") {
+		t.Fatalf("want exit 2 naming --out and the reason\n%v", r)
+	}
+}

@@ -340,7 +340,7 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 	}
 	if out != "" {
 		if err := offline.CheckOut(d, out); err != nil {
-			return &configError{err.Error()}
+			return &configError{withPathFlag(err).Error()}
 		}
 	}
 	return runOfflineDump(ctx, env, d, nil, out, maxDiffs, quiet, what)
@@ -351,6 +351,7 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write func(context.Context, map[string]dump.Rewrite) error, out string, maxDiffs int, quiet bool, what string) error {
 	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
 	rep, err := offline.Run(ctx, d, offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog, Write: write})
+	err = withPathFlag(err)
 	if ctx.Err() != nil && err != nil {
 		return err // interrupted: no report
 	}
@@ -376,6 +377,20 @@ func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write fun
 		return errDrift
 	}
 	return nil
+}
+
+// withPathFlag words an offline.PathError with the flag that gave its
+// path (--dump or --out); other errors are returned as they are.
+func withPathFlag(err error) error {
+	var pe *offline.PathError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	flag := "--out"
+	if pe.Input {
+		flag = "--dump"
+	}
+	return fmt.Errorf("%s: %w", flag, err)
 }
 
 func dotBSON(colls []string) []string {

@@ -85,14 +85,29 @@ func (e *TooLargeError) Error() string {
 		strings.Join(parts, ", "), materialize.MaxDocumentSize)
 }
 
+// PathError is a problem with a path a run was given: the output the
+// corrected copy goes to (Options.Out, CheckOut's out) or, when Input,
+// the dump it reads. Err names the path; a command words it with the
+// option that gave the path.
+type PathError struct {
+	Input bool // the dump read, not the output
+	Err   error
+}
+
+func (e *PathError) Error() string { return e.Err.Error() }
+func (e *PathError) Unwrap() error { return e.Err }
+
+// outputError marks err as a problem with the output.
+func outputError(err error) error { return &PathError{Err: err} }
+
 // CheckOut checks, before any work, that out can receive the corrected
 // copy of dump d: it is not inside the dump (nor the dump itself), even
 // through a symbolic link of either path, not a file, and empty or
-// absent (dump.CheckOutput). Errors say which.
+// absent (dump.CheckOutput). Errors are *PathErrors saying which.
 func CheckOut(d dump.Dir, out string) error {
 	outAbs, err := dump.ResolvePath(out)
 	if err != nil {
-		return fmt.Errorf("--out %s: %w", out, err)
+		return outputError(fmt.Errorf("output %s: %w", out, err))
 	}
 	for _, in := range []string{d.Root, d.Path} {
 		if in == "" {
@@ -100,14 +115,14 @@ func CheckOut(d dump.Dir, out string) error {
 		}
 		inAbs, err := dump.ResolvePath(in)
 		if err != nil {
-			return fmt.Errorf("--dump %s: %w", in, err)
+			return &PathError{Input: true, Err: fmt.Errorf("dump %s: %w", in, err)}
 		}
 		if rel, err := filepath.Rel(inAbs, outAbs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return fmt.Errorf("--out %s is inside the input dump %s (write the copy elsewhere)", out, in)
+			return outputError(fmt.Errorf("output %s is inside the input dump %s (write the copy elsewhere)", out, in))
 		}
 	}
 	if err := dump.CheckOutput(out); err != nil {
-		return fmt.Errorf("--out: %w", err)
+		return outputError(err)
 	}
 	return nil
 }
@@ -359,8 +374,9 @@ func (s *state) underived() uint32 { return uint32(len(s.problemIDs)) }
 // failed or interrupted run leaves nothing that blocks a retry. The report
 // counts what drifted; the error is a *TooLargeError when a corrected
 // homework would exceed 16 MiB (the report is returned too), ctx.Err()
-// when ctx was done (checked between documents in every phase), or a read
-// or write error.
+// when ctx was done (checked between documents in every phase), a
+// *PathError when the output cannot be created or moved into place, or a
+// read or write error.
 func Run(ctx context.Context, d dump.Dir, opts Options) (*drift.Report, error) {
 	s := &state{opts: opts, rep: &drift.Report{}, cat: materialize.NewCatalog(),
 		homeworks: make(map[bson.ObjectID]uint32), ids: make(map[string]uint32), dupKeys: make(map[string]uint32),
@@ -370,7 +386,7 @@ func Run(ctx context.Context, d dump.Dir, opts Options) (*drift.Report, error) {
 		// Created before any work, so an unwritable place fails at once.
 		var err error
 		if out, err = dump.CreateOutput(opts.Out); err != nil {
-			return nil, fmt.Errorf("--out: %w", err)
+			return nil, outputError(err)
 		}
 		defer out.Remove() // nothing once committed
 	}
@@ -431,7 +447,7 @@ func (s *state) write(ctx context.Context, d dump.Dir, out *dump.Output) error {
 		return err
 	}
 	if err := out.Commit(); err != nil {
-		return fmt.Errorf("--out: %w", err)
+		return outputError(err)
 	}
 	return nil
 }
