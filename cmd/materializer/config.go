@@ -35,7 +35,7 @@ type Config struct {
 	InstanceID           string        `envconfig:"MATERIALIZER_INSTANCE_ID" desc:"instance id (default hostname-pid); the lease owner adds a random per-process suffix"`
 	LeaseTTL             time.Duration `envconfig:"MATERIALIZER_LEASE_TTL" default:"15s" desc:"lease duration; a standby takes over within about this long"`
 	RedisURL             string        `envconfig:"MATERIALIZER_REDIS_URL" desc:"Back-End's Redis; when set, high-score cache keys are deleted after writes land"`
-	WriteTimeout         time.Duration `envconfig:"MATERIALIZER_WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write (under half of LEASE_TTL)"`
+	WriteTimeout         time.Duration `envconfig:"MATERIALIZER_WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write (positive, under half of LEASE_TTL)"`
 
 	// allowStandalone is set by the commands that need no change stream
 	// (rebuild, verify, status, seed), not by the environment: openMongo
@@ -114,9 +114,11 @@ func loadConfig(needMongo bool) (*Config, error) {
 		return nil, &configError{envPrefix + "_CHECKPOINT_INTERVAL must be positive"}
 	case c.LeaseTTL < time.Second:
 		return nil, &configError{envPrefix + "_LEASE_TTL must be at least 1s"}
-	case c.WriteTimeout <= 0 || c.WriteTimeout >= c.LeaseTTL/2:
-		return nil, &configError{fmt.Sprintf("%s_WRITE_TIMEOUT must be positive and under half of %s_LEASE_TTL (%s), so a write cannot outlive the lease", envPrefix, envPrefix, c.LeaseTTL)}
-	case c.ReadyMaxLag <= 0:
+	}
+	if err := watch.CheckWriteTimeout(c.LeaseTTL, c.WriteTimeout); err != nil {
+		return nil, &configError{fmt.Sprintf("%s_WRITE_TIMEOUT=%s with %s_LEASE_TTL=%s: %v", envPrefix, c.WriteTimeout, envPrefix, c.LeaseTTL, err)}
+	}
+	if c.ReadyMaxLag <= 0 {
 		return nil, &configError{envPrefix + "_READY_MAX_LAG must be positive"}
 	}
 	if err := checkDatabaseName(c.Database); err != nil {
