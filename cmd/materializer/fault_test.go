@@ -9,6 +9,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo/address"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/description"
+
+	"github.com/normal-oj/noj-materializer/watch"
 )
 
 // TestRunFatalErrorIsJSON pins issue 16 defect 13: a fatal error of `run`
@@ -103,5 +105,20 @@ func TestConnectHintNoDirectConnectionAdvice(t *testing.T) {
 		if strings.Contains(h, "directConnection=true") {
 			t.Errorf("%s: hint %q recommends directConnection=true for a replica set", c.uri, h)
 		}
+	}
+}
+
+// TestRunErrorNamesHistoryLostSetting: the engine's exit on lost history
+// names its policy abstractly; run's error names the variable that chose
+// it and the value that would rebuild instead.
+func TestRunErrorNamesHistoryLostSetting(t *testing.T) {
+	f := &watch.Fault{Phase: watch.PhaseStreamNext, Class: watch.HistoryLost, Action: watch.ActExit, Err: watch.ErrHistoryLost}
+	err := runError(fmt.Errorf("lease epoch 3: %w", fmt.Errorf("resume token no longer in the oplog (history-lost policy: exit): %w", f)))
+	if !errors.Is(err, watch.ErrHistoryLost) || !strings.Contains(err.Error(), "MATERIALIZER_HISTORY_LOST=exit") || !strings.Contains(err.Error(), "rebuild") {
+		t.Errorf("run's error: %v", err)
+	}
+	other := errors.New("other")
+	if runError(other) != other {
+		t.Error("another error is changed")
 	}
 }

@@ -101,10 +101,20 @@ others stand by. SIGINT/SIGTERM stop it cleanly (exit 0).`)
 	}
 	log.Info().Str("database", cfg.Database).Str("instance", cfg.InstanceID).Msg("starting")
 	if err := leader.Run(ctx); err != nil {
-		return err
+		return runError(err)
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// runError words the engine's exit on lost history, which names the
+// policy abstractly, with the variable that chose it.
+func runError(err error) error {
+	var f *watch.Fault
+	if errors.As(err, &f) && f.Class == watch.HistoryLost && f.Action == watch.ActExit {
+		return fmt.Errorf("%w (%s_HISTORY_LOST=exit; with rebuild the daemon rebuilds and streams from the rebuild's start time)", err, envPrefix)
+	}
+	return err
 }
 
 // loggedError is an error already logged as a log line; runMain exits
