@@ -224,35 +224,31 @@ func loadDump(ctx context.Context, dir, database string) (dump.Dir, *memstore.St
 	return d, st, nil
 }
 
-// openDump opens the dump --dump names, for every offline command:
-// database's directory in it (MATERIALIZER_DATABASE), holding all four
-// source collections, each once (not both X.bson and X.bson.gz). Its
-// errors are usage errors (exit 2).
+// openDump opens the dump --dump names, for every offline command
+// (dump.Open): database's directory in it (MATERIALIZER_DATABASE),
+// holding all four source collections, each once (not both X.bson and
+// X.bson.gz). Its errors are usage errors (exit 2).
 func openDump(dir, database string) (dump.Dir, error) {
-	d, err := dump.Resolve(dir, database)
-	var nf *dump.NotFoundError
-	switch {
-	case errors.As(err, &nf) && len(nf.Others) > 0:
-		return d, &configError{fmt.Sprintf("%v: set %s_DATABASE to the dumped database's name (it is %q)", err, envPrefix, database)}
-	case errors.As(err, &nf):
-		return d, &configError{fmt.Sprintf("%v (%s_DATABASE is %q)", err, envPrefix, database)}
-	case err != nil:
-		return d, &configError{err.Error()}
-	}
-	if err := checkComplete(d); err != nil {
-		return d, err
+	d, err := dump.Open(dir, database)
+	if err != nil {
+		return d, dumpError(err, database)
 	}
 	return d, nil
 }
 
-// checkComplete refuses a dump missing one of the four source collections
-// (a missing one would read as empty and verify as clean).
-func checkComplete(d dump.Dir) error {
-	if missing := d.Missing(); len(missing) > 0 {
-		return &configError{fmt.Sprintf("dump %s has no %s: a dump must hold all of %s (a missing one would verify as empty)",
-			d.Path, strings.Join(dotBSON(missing), ", "), strings.Join(dotBSON(dump.Sources), ", "))}
+// dumpError words an error opening a dump or an archive as a usage error,
+// telling to set MATERIALIZER_DATABASE when the dump holds another
+// database's collections.
+func dumpError(err error, database string) error {
+	var nf *dump.NotFoundError
+	var ie *dump.IncompleteError
+	switch {
+	case errors.As(err, &nf) && len(nf.Others) > 0, errors.As(err, &ie) && ie.NoneFound:
+		return &configError{fmt.Sprintf("%v: set %s_DATABASE to the dumped database's name (it is %q)", err, envPrefix, database)}
+	case errors.As(err, &nf):
+		return &configError{fmt.Sprintf("%v (%s_DATABASE is %q)", err, envPrefix, database)}
 	}
-	return nil
+	return &configError{err.Error()}
 }
 
 // progressEvery is how often rebuild and verify report progress.
@@ -391,14 +387,6 @@ func withPathFlag(err error) error {
 		flag = "--dump"
 	}
 	return fmt.Errorf("%s: %w", flag, err)
-}
-
-func dotBSON(colls []string) []string {
-	out := make([]string, len(colls))
-	for i, c := range colls {
-		out[i] = c + ".bson"
-	}
-	return out
 }
 
 func cmdVerify(ctx context.Context, env *environment, args []string) error {
