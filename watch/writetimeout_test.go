@@ -28,7 +28,7 @@ func TestCheckWriteTimeout(t *testing.T) {
 		if (err == nil) != c.ok {
 			t.Errorf("CheckWriteTimeout(%s, %s) = %v, want ok %v", c.ttl, c.timeout, err, c.ok)
 		}
-		if err != nil && (!strings.Contains(err.Error(), (c.ttl / 2).String()) || strings.Contains(err.Error(), "MATERIALIZER")) {
+		if err != nil && (!strings.Contains(err.Error(), (c.ttl/2).String()) || strings.Contains(err.Error(), "MATERIALIZER")) {
 			t.Errorf("CheckWriteTimeout(%s, %s) = %q: want the bound %s named, and no variable", c.ttl, c.timeout, err, c.ttl/2)
 		}
 	}

@@ -168,7 +168,7 @@ func openMongo(ctx context.Context, cfg *Config, log zerolog.Logger) (*mongodb.D
 		return nil, withConnectHint(cfg.MongoDBURI, fmt.Errorf("%s_MONGODB_URI: %w", envPrefix, err)) // err names the redacted URI
 	}
 	log.Info().Str("uri", mongodb.Redact(cfg.MongoDBURI)).Str("database", cfg.Database).Msg("connected to MongoDB")
-	if !cfg.readOnly && strings.EqualFold(uriOption(cfg.MongoDBURI, "directConnection"), "true") && !db.Standalone() {
+	if !cfg.readOnly && strings.EqualFold(mongodb.URIOption(cfg.MongoDBURI, "directConnection"), "true") && !db.Standalone() {
 		log.Warn().Msg("directConnection=true: every command goes to this one server, and a fail-over is never followed (writes then fail until a restart); use the replica set's URI with replicaSet=<set name> (fine for a one-node set such as the demo)")
 	}
 	if cfg.CreateIndexes && !cfg.readOnly {
