@@ -100,63 +100,23 @@ exits 130 or 143 (a second signal exits at once).`)
 	return rebuildOnline(ctx, env, db, db.Standalone(), cfg, log, opts, textProgress(env, "rebuild", *quiet))
 }
 
-// rebuildTarget is what an online rebuild needs of the database.
-type rebuildTarget interface {
-	watch.Store
-	watch.Feed
-	resume.Store
-	resume.LeaseStore
-}
-
-// rebuildOnline rebuilds db (dry run: reports only). It writes under the
-// lease and saves the checkpoint a following run starts from, then prints
-// the start that checkpoint holds (read back while the lease is held, so
-// it is what was saved: 30 s before the cluster time read before the scan).
-// On a standalone mongod (no oplog) it writes the values and saves no
-// checkpoint, and says so. progressSink receives progress reports.
-// It fails when the server refused some writes for good.
-func rebuildOnline(ctx context.Context, env *environment, db rebuildTarget, standalone bool, cfg *Config, log zerolog.Logger, opts watch.RebuildOptions, progressSink progress.Sink) error {
-	if opts.DryRun {
-		opts.Progress = progress.New(progressSink, nil, env.every(), 0)
-		rep, err := watch.Rebuild(ctx, db, materialize.NewDeriver(), opts)
-		if err != nil {
-			return err
-		}
-		printReport(env.stdout, rep, "would change")
-		return nil
-	}
-	// The rebuild moves the checkpoint, so it runs under the lease (renewed
-	// while it runs, writes guarded): it must not race a running sidecar.
-	leader := &watch.Leader{Leases: db, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL, Log: log,
-		NewEngine: func(epoch int64) *watch.Engine {
-			return &watch.Engine{Store: db, Feed: db, Checkpoints: db, Log: log, Progress: progressSink,
-				Config: watch.Config{Epoch: epoch, Owner: cfg.InstanceID}}
-		}}
-	var (
-		rep   *drift.Report
-		saved resume.Checkpoint
-	)
-	err := leader.Do(ctx, func(ctx context.Context, eng *watch.Engine) error {
-		var err error
-		if standalone {
-			rep, err = watch.Rebuild(ctx, db, materialize.NewDeriver(), watch.RebuildOptions{Guard: eng.WriteGuard,
-				Progress: progress.New(progressSink, nil, env.every(), 0)})
-			return err
-		}
-		if rep, err = eng.RebuildAndCheckpoint(ctx); err != nil {
-			return err
-		}
-		saved, _, err = db.LoadCheckpoint(ctx)
-		if err != nil {
-			return fmt.Errorf("read back the saved checkpoint: %w", err)
-		}
-		return nil
-	})
+// rebuildOnline rebuilds db (watch.RebuildOnline; dry run: reports only)
+// and prints the report and the start the saved checkpoint holds (30 s
+// before the cluster time read before the scan), or, on a standalone
+// mongod (no oplog), that none was saved. progressSink receives progress
+// reports. It fails when the server refused some writes for good.
+func rebuildOnline(ctx context.Context, env *environment, db watch.RebuildTarget, standalone bool, cfg *Config, log zerolog.Logger, opts watch.RebuildOptions, progressSink progress.Sink) error {
+	rep, saved, err := watch.RebuildOnline(ctx, db, watch.OnlineRebuildOptions{DryRun: opts.DryRun, MaxDiffs: opts.MaxDiffs,
+		Standalone: standalone, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL, Log: log, Progress: progressSink, ProgressEvery: env.every()})
 	if errors.Is(err, watch.ErrLeaseHeld) {
 		return fmt.Errorf("%w; stop the running instance or wait, then retry", err)
 	}
 	if err != nil {
 		return err
+	}
+	if opts.DryRun {
+		printReport(env.stdout, rep, "would change")
+		return nil
 	}
 	printReport(env.stdout, rep, "written")
 	printRebuildCheckpoint(env.stdout, rep, saved, standalone)
