@@ -143,16 +143,15 @@ func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
 // defaultMargin is Leader.Margin when unset.
 func defaultMargin(ttl time.Duration) time.Duration { return ttl / 3 }
 
-// CheckWriteTimeout reports whether a store's write timeout suits a
-// Leader with lease duration ttl (and the default Margin): it must be
-// positive and under ttl/2. A renewal is sent renewEvery (ttl/3) after
-// the last one and is bounded by the write timeout; under ttl/2 it has
-// returned, renewed, refused or timed out, before ttl − Margin/2 after
-// the last renewal: before the write guard's deadline cuts writes off,
-// and Margin/2 before the lease can expire. So a slow renewal never
-// outlives the writes it covers, and the leader learns that a renewal
-// failed while it still holds the lease. (Safety does not rest on it: the
-// write guard's deadline bounds every write whatever the timeout.)
+// CheckWriteTimeout is the one rule a store's write timeout must meet
+// for a Leader of lease duration ttl (with the default Margin, ttl/3):
+// positive and under ttl/2. The timeout bounds each lease round trip, and
+// a renewal is sent ttl/3 after the last one; under ttl/2 it has returned
+// (renewed, refused or timed out) before ttl − Margin/2 after the last
+// renewal, the deadline the write guard gives every write, Margin/2
+// before the lease can expire: the leader learns that a renewal failed
+// while its lease still holds. Safety does not rest on the rule: the
+// guard's deadline bounds every write whatever the timeout.
 func CheckWriteTimeout(ttl, timeout time.Duration) error {
 	// ttl − renewEvery − defaultMargin/2 = ttl − ttl/3 − ttl/6, computed
 	// without the rounding of the thirds.
