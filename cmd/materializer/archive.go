@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/normal-oj/noj-materializer/dump"
-	"github.com/normal-oj/noj-materializer/internal/memstore"
+	"github.com/normal-oj/noj-materializer/explain"
 	"github.com/normal-oj/noj-materializer/progress"
 )
 
@@ -98,7 +98,7 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
 	prog.Phase("unpacking the archive")
 	a, err := dump.Unpack(ctx, in, name, dump.UnpackOptions{Database: database, Keep: keep, Progress: prog.Add,
-		Prelude: func(colls []dump.Namespace) error { return checkArchiveComplete(name, colls, database) }})
+		Prelude: func(colls []dump.Namespace) error { return archiveComplete(name, colls, database) }})
 	if err != nil {
 		if s.out != nil {
 			s.out.Abort()
@@ -111,57 +111,44 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 	s.a = a
 	// The prelude listed them all; a data namespace missing would not
 	// have ended (Unpack refuses that), but check what was read.
-	if err := checkArchiveComplete(name, a.Namespaces(), database); err != nil {
+	if err := archiveComplete(name, a.Namespaces(), database); err != nil {
 		s.close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// checkArchiveComplete refuses an archive whose collections colls miss
-// one of the four source collections of database (a missing one would
-// read as empty and verify as clean), naming the archive's databases when
-// it has none of them.
-func checkArchiveComplete(name string, colls []dump.Namespace, database string) error {
-	have := map[string]bool{}
-	var dbs []string
-	for _, ns := range colls {
-		if ns.DB == database {
-			have[ns.Collection] = true
-		}
-		if ns.DB != "" && !slices.Contains(dbs, ns.DB) {
-			dbs = append(dbs, ns.DB)
-		}
+// archiveComplete refuses, as a usage error, an archive whose namespaces
+// colls miss one of the four source collections of database
+// (dump.CheckComplete).
+func archiveComplete(name string, colls []dump.Namespace, database string) error {
+	if err := dump.CheckComplete(name, colls, database); err != nil {
+		return dumpError(err, database)
 	}
-	var missing []string
-	for _, c := range dump.Sources {
-		if !have[c] {
-			missing = append(missing, database+"."+c)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	hint := ""
-	if len(have) == 0 {
-		hint = fmt.Sprintf("; its databases are %s: set %s_DATABASE to the dumped database's name (it is %q)", strings.Join(dbs, ", "), envPrefix, database)
-	}
-	return &configError{fmt.Sprintf("archive %s has no %s: a dump must hold all of %s (a missing one would verify as empty)%s",
-		name, strings.Join(missing, ", "), strings.Join(dump.Sources, ", "), hint)}
+	return nil
 }
 
-// loadOfflineStore reads the dump --dump names (a directory or an
-// archive) into an in-memory store, and says what it read.
-func loadOfflineStore(ctx context.Context, env *environment, path, database string) (*memstore.Store, string, error) {
+// readOfflineInput reads what explaining (user, problem) reads from the
+// dump --dump names (a directory or an archive), streaming it, and says
+// what it read.
+func readOfflineInput(ctx context.Context, env *environment, path, database, user string, problem int64) (*explain.Input, string, error) {
 	if !isArchive(path) {
-		d, st, err := loadDump(ctx, path, database)
-		return st, "dump " + d.Path, err
+		d, err := openDump(path, database)
+		if err != nil {
+			return nil, "", err
+		}
+		p, err := explain.ReadDump(ctx, d, user, problem)
+		return p, "dump " + d.Path, err
 	}
 	s, err := openArchive(ctx, env, path, database, "", true, "explain")
 	if err != nil {
 		return nil, "", err
 	}
 	defer s.close()
-	_, st, err := loadDump(ctx, s.a.Dir().Path, database)
-	return st, "archive " + s.a.Name, err
+	d, err := openDump(s.a.Dir().Path, database)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := explain.ReadDump(ctx, d, user, problem)
+	return p, "archive " + s.a.Name, err
 }
