@@ -11,16 +11,15 @@ import (
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 )
 
-// TestPairInReuse: a Deriver with Reuse derives what one without it does,
-// pair by pair, on every derive vector; and an Entry.Clone of a Reuse
+// TestBulkDeriverPairIn: a BulkDeriver derives what a Deriver does, pair
+// by pair, on every derive vector; and an Entry.Clone of a BulkDeriver's
 // result kept across every later PairIn of the vector (which overwrite
-// the Deriver's buffers) still holds the value derived.
-func TestPairInReuse(t *testing.T) {
+// its buffers) still holds the value derived.
+func TestBulkDeriverPairIn(t *testing.T) {
 	overwritten := 0
 	for _, vec := range readDeriveVectors(t) {
 		cat, subs := decodeGrouped(vec.DB)
-		plain, reuse := materialize.NewDeriver(), materialize.NewDeriver()
-		reuse.Reuse = true
+		plain, reuse := materialize.NewDeriver(), materialize.NewBulkDeriver()
 		var want, kept []materialize.HomeworkEntry
 		var last *materialize.Entry
 		var lastIDs []string
@@ -34,7 +33,7 @@ func TestPairInReuse(t *testing.T) {
 			p := plain.Pair(user, problem, append([]materialize.Submission(nil), group...), cat.Visited(problem))
 			r := reuse.PairIn(user, problem, group, holding)
 			if p.PenaltyErrors != r.PenaltyErrors || !reflect.DeepEqual(p.Entries, r.Entries) {
-				t.Fatalf("%s: (%s, %d): Reuse derives %+v, want %+v", vec.Name, user, problem, r, p)
+				t.Fatalf("%s: (%s, %d): BulkDeriver derives %+v, want %+v", vec.Name, user, problem, r, p)
 			}
 			if last != nil && len(lastIDs) > 0 && !reflect.DeepEqual(last.SubmissionIDs, lastIDs) {
 				overwritten++ // the previous call's result was overwritten
@@ -56,9 +55,37 @@ func TestPairInReuse(t *testing.T) {
 		}
 	}
 	if overwritten == 0 {
-		t.Fatal("no Reuse result was overwritten by a later call: the Clone check is empty")
+		t.Fatal("no BulkDeriver result was overwritten by a later call: the Clone check is empty")
 	}
-	t.Logf("%d Reuse results overwritten by the next call", overwritten)
+	t.Logf("%d BulkDeriver results overwritten by the next call", overwritten)
+}
+
+// TestDeriverOwnsResults: a Deriver's results are the caller's, a later
+// Pair overwrites none of them, also after Bulk made a BulkDeriver
+// sharing its program cache (the online path keeps every result).
+func TestDeriverOwnsResults(t *testing.T) {
+	d := materialize.NewDeriver()
+	bulk := d.Bulk()
+	var kept, want []materialize.HomeworkEntry
+	for _, vec := range readDeriveVectors(t) {
+		cat, subs := decodeGrouped(vec.DB)
+		materialize.ForEachGroup(subs, func(user string, problem int64, group []materialize.Submission) {
+			bulk.Pair(user, problem, append([]materialize.Submission(nil), group...), cat.Visited(problem))
+			r := d.Pair(user, problem, group, cat.Visited(problem))
+			kept = append(kept, r.Entries...)
+			for _, he := range r.Entries {
+				want = append(want, materialize.HomeworkEntry{Homework: he.Homework, Entry: he.Entry.Clone()})
+			}
+		})
+	}
+	if len(kept) == 0 {
+		t.Fatal("no entries derived: the check is empty")
+	}
+	for i := range kept {
+		if !reflect.DeepEqual(kept[i], want[i]) {
+			t.Fatalf("a Deriver result changed after later calls: %+v, want %+v", kept[i], want[i])
+		}
+	}
 }
 
 // decodeGrouped decodes a vector's catalog and its submissions, sorted by
@@ -94,7 +121,7 @@ func TestEntryCloneIsDeep(t *testing.T) {
 	if c.SubmissionIDs[0] != "aaaaaaaaaaaaaaaaaaaaaaaa" || c.SubmissionIDs[1] != "bbbbbbbbbbbbbbbbbbbbbbbb" || c.Score != 3 {
 		t.Fatalf("Clone %+v", c)
 	}
-	// Ids viewing a buffer that is then overwritten, as Reuse's do: the
+	// Ids viewing a buffer that is then overwritten, as a BulkDeriver's do: the
 	// Clone's strings must not view it.
 	buf := []byte("cccccccccccccccccccccccc")
 	v := materialize.Entry{SubmissionIDs: []string{unsafe.String(&buf[0], len(buf))}}

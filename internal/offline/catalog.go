@@ -121,7 +121,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		first := len(s.entries)
 		s.hwKeys, s.dups = s.hwKeys[:0], false
 		var uid uint32
-		h, err := materialize.HomeworkDecoder{NoKeySets: true,
+		h, err := materialize.BulkHomeworkDecoder{
 			Intern: func(b []byte) string { uid = s.intern(b); return s.names[uid] },
 			User:   func(_ string, doc []byte) { s.addEntries(raw, uint32(n), hi, uid, doc) }}.Decode(raw)
 		if s.badIndex {

@@ -70,8 +70,8 @@ func (s *state) derive(ctx context.Context, recs *buckets) error {
 	var keys []uint64
 	p := s.opts.Progress
 	p.Begin("deriving", progress.Documents, int64(recs.n))
-	u := userDeriver{s: s, d: materialize.NewDeriver(), start: materialize.StartEntry()}
-	u.d.Reuse = true // compare keeps a drifted entry's Clone
+	// compare keeps a drifted entry's Clone.
+	u := userDeriver{s: s, d: materialize.NewBulkDeriver(), start: materialize.StartEntry()}
 	var idx, tmp, ul, pstarts []uint32
 	starts := make([]uint32, 1<<recs.bits+1)
 	var none records
@@ -203,7 +203,7 @@ func (s *state) entriesByUser() (ents []entry, start []uint32) {
 // values.
 type userDeriver struct {
 	s             *state
-	d             *materialize.Deriver
+	d             *materialize.BulkDeriver
 	start         materialize.Entry // the start value, compared with entries no group reaches
 	tally         materialize.UserTally
 	group         []materialize.Submission
@@ -361,7 +361,7 @@ func (s *state) compare(e *entry, name string, d *materialize.Entry) {
 		if hw.fix == nil {
 			hw.fix = make(map[entryKey]materialize.Entry)
 		}
-		hw.fix[entryKey{name, pk}] = d.Clone() // d may be the Deriver's (Reuse)
+		hw.fix[entryKey{name, pk}] = d.Clone() // d may be the BulkDeriver's
 	case s.opts.Out == "":
 	default:
 		// Encoded into chunks that never grow: no copies, no garbage.
