@@ -138,7 +138,7 @@ func (timeoutNetErr) Temporary() bool { return true }
 var _ net.Error = timeoutNetErr{}
 
 // TestClassify: every error class the adapter's one classification
-// function decides, over constructed driver errors (issue 16).
+// function decides, over constructed driver errors (the fault policy).
 func TestClassify(t *testing.T) {
 	overloaded := mongo.CommandError{Code: 462, Name: "IngressRequestRateLimitExceeded", Labels: []string{"SystemOverloadedError", "RetryableError"}}
 	cases := []struct {

@@ -16,7 +16,7 @@ func writeErrs(codes ...int) []mongo.BulkWriteError {
 	return out
 }
 
-// TestRefusedWrites pins issue 8 item 2: only an allowlist of permanent
+// TestRefusedWrites: only an allowlist of permanent
 // per-write codes is skipped for good; step-down, shutdown, network and
 // unknown codes, write concern errors and labelled errors are retried.
 func TestRefusedWrites(t *testing.T) {

@@ -534,7 +534,7 @@ func (tooLarge) Next(context.Context) (watch.Event, bool, error) {
 	return watch.Event{}, false, fmt.Errorf("change stream: (BSONObjectTooLarge) BSONObj size: 17825792 is invalid: %w", watch.ErrResumeImpossible)
 }
 
-// TestResumeImpossibleRebuilds pins issue 8 item 3: an event the server
+// TestResumeImpossibleRebuilds: an event the server
 // cannot return (over 16 MB) used to end Run, and the restarted process
 // reopened at the same token forever. Now the engine rebuilds, saves the
 // rebuild's start and streams on from there.
@@ -592,7 +592,7 @@ func (s *readAfterStore) Homeworks(ctx context.Context, ids []bson.ObjectID, use
 	return s.Store.Homeworks(ctx, ids, users)
 }
 
-// TestBatchReadsCausallyAfterLastEvent pins issue 8 item 7 on the engine's
+// TestBatchReadsCausallyAfterLastEvent, on the engine's
 // side: every read of a batch's recomputation carries the cluster time of
 // the batch's last event (the adapter turns it into readConcern
 // afterClusterTime), so the reads reflect what the batch's events did.

@@ -691,7 +691,7 @@ func (fatalFeed) Open(context.Context, watch.Position) (watch.Stream, error) {
 	return nil, errors.New("open change stream: (Unauthorized) not authorized on normal-oj to execute command")
 }
 
-// TestLeaderReleasesLeaseOnFatalError pins issue 8 item 3's last clause:
+// TestLeaderReleasesLeaseOnFatalError:
 // an engine that stops with a fatal error (the process then exits 1) gives
 // its lease up, so a standby takes over at once, not after the TTL.
 func TestLeaderReleasesLeaseOnFatalError(t *testing.T) {

@@ -427,7 +427,7 @@ func (s *slowStore) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]mat
 	return s.Store.RecordKeys(ctx, keys)
 }
 
-// TestRebuildGuardPerChunk pins issue 8 item 4: the write guard's deadline
+// TestRebuildGuardPerChunk: the write guard's deadline
 // used to cover a whole flush (3,000 derived values, 2,500 key records
 // here), which a slow server cannot finish within one lease deadline, so
 // the rebuild failed and restarted its scan. The guard is now asked before

@@ -29,7 +29,7 @@ func (c *countingSource) Submissions(ctx context.Context, users []string, pairs 
 
 // TestRecomputeReadsOnlyTheLandingsPair: a landing recomputes its user's
 // counts and its pair's entries reading only the pair's submissions, not
-// everything the user ever submitted (issue 19), and the values written
+// everything the user ever submitted, and the values written
 // are still the reference derivation's.
 func TestRecomputeReadsOnlyTheLandingsPair(t *testing.T) {
 	st := memstore.New()

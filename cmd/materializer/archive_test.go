@@ -1,6 +1,6 @@
 package main
 
-// Issue 17: the offline commands on mongodump archives (--archive, with
+// The offline commands on mongodump archives (--archive, with
 // or without --gzip), from a file and from standard input: the same
 // reports as on the same dump as a directory, and a corrected archive in
 // the same format whose untouched namespaces and metadata are byte for

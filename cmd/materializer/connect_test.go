@@ -48,7 +48,7 @@ func TestConnectHint(t *testing.T) {
 			[]string{"mongo:27017", "does not resolve", "directConnection=true", demoURI}},
 		{"wrong replica set name", "mongodb://db:27017/?replicaSet=rs1",
 			selectionError(description.TopologyKindReplicaSetNoPrimary),
-			// Issue 16: a replica set is fixed by its URI, not by a direct
+			// A replica set is fixed by its URI, not by a direct
 			// connection (which never follows a fail-over).
 			[]string{`replica set "rs1"`, "replicaSet=", "rs.status().set"}},
 		{"wrong replica set name, direct", "mongodb://db:27017/?replicaSet=rs1&directConnection=true",
@@ -146,7 +146,7 @@ func TestCommandsSayWhereAndHint(t *testing.T) {
 		say, hintLine := "connecting to mongodb://u:xxxxx@127.0.0.1:1/", "\nhint: nothing answers at 127.0.0.1:1"
 		if args[0] == "run" {
 			say = `"uri":"mongodb://u:xxxxx@127.0.0.1:1/?serverSelectionTimeoutMS=300","time"` // the log line "connecting to MongoDB"
-			hintLine = `"hint":"hint: nothing answers at 127.0.0.1:1`                          // run's fatal error is a log line too (issue 16)
+			hintLine = `"hint":"hint: nothing answers at 127.0.0.1:1`                          // run's fatal error is a log line too
 		}
 		at, hint := strings.Index(r.stderr, say), strings.Index(r.stderr, hintLine)
 		if at < 0 || hint < 0 || at > hint {

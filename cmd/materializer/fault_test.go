@@ -11,7 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/description"
 )
 
-// TestRunFatalErrorIsJSON pins issue 16 defect 13: a fatal error of `run`
+// TestRunFatalErrorIsJSON: a fatal error of `run`
 // (here: nothing answers at the URI) is one more JSON log line, with the
 // connection hint in a field of its own, not plain text among the JSON
 // lines; the exit status stays 1.
@@ -39,7 +39,7 @@ func TestRunFatalErrorIsJSON(t *testing.T) {
 	}
 }
 
-// TestConnectHintOldServer pins issue 16 defect 13: the driver's error for
+// TestConnectHintOldServer: the driver's error for
 // a MongoDB 4.2 server (wire version 8, x/mongo/driver/topology/fsm.go:151)
 // gets a hint naming the upgrade section of the operations guide.
 func TestConnectHintOldServer(t *testing.T) {
@@ -53,7 +53,7 @@ func TestConnectHintOldServer(t *testing.T) {
 	}
 }
 
-// TestSayConnectingTellsTheTruth pins issue 16 defect 13: with
+// TestSayConnectingTellsTheTruth: with
 // serverSelectionTimeoutMS=0 the driver waits without limit
 // (internal/csot/csot.go:77) but the command's own connection deadline
 // (openTimeout) still ends the wait: the notice says so, not "no timeout".
@@ -72,7 +72,7 @@ func TestSayConnectingTellsTheTruth(t *testing.T) {
 	}
 }
 
-// TestHTTPAddrDefault pins issue 16 defect 12: the default listen address
+// TestHTTPAddrDefault: the default listen address
 // is not Prometheus's own :9090 and not every interface.
 func TestHTTPAddrDefault(t *testing.T) {
 	cleanConfigEnv(t)
@@ -86,7 +86,7 @@ func TestHTTPAddrDefault(t *testing.T) {
 	}
 }
 
-// TestConnectHintNoDirectConnectionAdvice pins issue 16 defect 5: for a
+// TestConnectHintNoDirectConnectionAdvice: for a
 // real replica set the hints point to replicaSet=, and name
 // directConnection=true only as the demo's one-node exception.
 func TestConnectHintNoDirectConnectionAdvice(t *testing.T) {
