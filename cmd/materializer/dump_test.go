@@ -25,6 +25,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/internal/bsontest"
 	"github.com/normal-oj/noj-materializer/internal/reference"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/materialize/materializetest"
@@ -222,37 +223,23 @@ func independentCounts(t testing.TB, docs materialize.Docs, v materializetest.Ve
 		if !ok {
 			t.Fatalf("%s: expected homework %s not in the documents", v.Name, id.Hex())
 		}
-		ess, ok := eh.Lookup("studentStatus").DocumentOK()
-		if !ok {
-			continue
-		}
 		var sss bson.Raw
 		if x, ok := element(doc, "studentStatus"); ok {
 			sss, _ = x.DocumentOK()
 		}
-		eusers, _ := ess.Elements()
-		for _, eu := range eusers {
-			eprobs, ok := eu.Value().DocumentOK()
-			if !ok {
-				continue
-			}
-			var sprobs bson.Raw
+		for _, ep := range bsontest.Entries(t, eh) {
+			c.entries++
+			var got bson.RawValue
+			found := false
 			if sss != nil {
-				if x, ok := element(sss, eu.Key()); ok {
-					sprobs, _ = x.DocumentOK()
+				if x, ok := element(sss, ep.User); ok {
+					if sprobs, ok := x.DocumentOK(); ok {
+						got, found = element(sprobs, ep.Problem)
+					}
 				}
 			}
-			eps, _ := eprobs.Elements()
-			for _, ep := range eps {
-				c.entries++
-				var got bson.RawValue
-				found := false
-				if sprobs != nil {
-					got, found = element(sprobs, ep.Key())
-				}
-				if !found || !sameValue(got, ep.Value()) {
-					c.driftedEntries++
-				}
+			if !found || !sameValue(got, ep.Value) {
+				c.driftedEntries++
 			}
 		}
 	}
@@ -355,84 +342,6 @@ func readBSONFile(t testing.TB, path string) []bson.Raw {
 	return out
 }
 
-// document assembles raw elements into a document.
-func document(elems [][]byte) bson.Raw {
-	n := 5
-	for _, e := range elems {
-		n += len(e)
-	}
-	out := binary.LittleEndian.AppendUint32(make([]byte, 0, n), uint32(n))
-	for _, e := range elems {
-		out = append(out, e...)
-	}
-	return append(out, 0)
-}
-
-// rawElement encodes one element from its type, key and value bytes.
-func rawElement(typ bson.Type, key string, value []byte) []byte {
-	out := append([]byte{byte(typ)}, key...)
-	out = append(out, 0)
-	return append(out, value...)
-}
-
-// stripUser removes the derived fields of a user document, keeping every
-// other element's bytes.
-func stripUser(t testing.TB, doc bson.Raw) bson.Raw {
-	t.Helper()
-	els, err := doc.Elements()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keep [][]byte
-	for _, e := range els {
-		if !slices.Contains(userDerivedFields, e.Key()) {
-			keep = append(keep, e)
-		}
-	}
-	return document(keep)
-}
-
-// stripHomework replaces the value of every studentStatus.<u>.<p> entry by
-// null, keeping every key, its order and every other byte.
-func stripHomework(t testing.TB, doc bson.Raw) bson.Raw {
-	t.Helper()
-	els, err := doc.Elements()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for _, e := range els {
-		ss, ok := e.Value().DocumentOK()
-		if e.Key() != "studentStatus" || !ok {
-			out = append(out, e)
-			continue
-		}
-		users, err := ss.Elements()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var us [][]byte
-		for _, u := range users {
-			probs, ok := u.Value().DocumentOK()
-			if !ok {
-				us = append(us, u)
-				continue
-			}
-			pels, err := probs.Elements()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ps [][]byte
-			for _, p := range pels {
-				ps = append(ps, rawElement(bson.TypeNull, p.Key(), nil))
-			}
-			us = append(us, rawElement(bson.TypeEmbeddedDocument, u.Key(), document(ps)))
-		}
-		out = append(out, rawElement(bson.TypeEmbeddedDocument, "studentStatus", document(us)))
-	}
-	return document(out)
-}
-
 func keysOf(t testing.TB, doc bson.Raw) []string {
 	t.Helper()
 	els, err := doc.Elements()
@@ -512,12 +421,12 @@ func checkOnlyDerivedChanged(t testing.TB, stale, out string) {
 			for i := range sdocs {
 				var s, o bson.Raw
 				if base == "user.bson" {
-					s, o = stripUser(t, sdocs[i]), stripUser(t, odocs[i])
+					s, o = bsontest.Without(t, sdocs[i], userDerivedFields...), bsontest.Without(t, odocs[i], userDerivedFields...)
 					if sk, ok := keysOf(t, sdocs[i]), keysOf(t, odocs[i]); !slices.Equal(sk, ok) {
 						t.Errorf("%s document %d: keys %v became %v", name, i, sk, ok)
 					}
 				} else {
-					s, o = stripHomework(t, sdocs[i]), stripHomework(t, odocs[i])
+					s, o = bsontest.NullEntries(t, sdocs[i]), bsontest.NullEntries(t, odocs[i])
 				}
 				if !bytes.Equal(s, o) {
 					t.Errorf("%s document %d: non-derived bytes changed\n stale: %s\n   out: %s", name, i, s, o)
@@ -1055,18 +964,18 @@ func convertNumbers(t testing.TB, doc bson.Raw, typ bson.Type, sel func(path []s
 			case val.Type == bson.TypeInt32 && sel(p):
 				n := val.Int32()
 				if typ == bson.TypeInt64 {
-					out = append(out, rawElement(typ, e.Key(), binary.LittleEndian.AppendUint64(nil, uint64(int64(n)))))
+					out = append(out, bsontest.Element(typ, e.Key(), binary.LittleEndian.AppendUint64(nil, uint64(int64(n)))))
 				} else {
-					out = append(out, rawElement(typ, e.Key(), binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(n)))))
+					out = append(out, bsontest.Element(typ, e.Key(), binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(n)))))
 				}
 			case val.Type == bson.TypeEmbeddedDocument || val.Type == bson.TypeArray:
 				sub := conv(bson.Raw(val.Value), p)
-				out = append(out, rawElement(val.Type, e.Key(), sub))
+				out = append(out, bsontest.Element(val.Type, e.Key(), sub))
 			default:
 				out = append(out, e)
 			}
 		}
-		return document(out)
+		return bsontest.Doc(out...)
 	}
 	return conv(doc, nil)
 }
@@ -1084,7 +993,7 @@ func TestDumpMissingAndForeignDerivedValues(t *testing.T) {
 	clean := applyExpected(t, v)
 	d := materialize.Docs{Problems: clean.Problems, Submissions: clean.Submissions}
 	for _, u := range clean.Users {
-		d.Users = append(d.Users, stripUser(t, u))
+		d.Users = append(d.Users, bsontest.Without(t, u, userDerivedFields...))
 	}
 	// Homework 0: its first entry becomes a string, its second gains a
 	// foreign key; a student "ghost" with a non-document value is added.
@@ -1119,25 +1028,25 @@ func TestDumpMissingAndForeignDerivedValues(t *testing.T) {
 					switch foreign {
 					case 0:
 						_, val, _ := bson.MarshalValue("oops")
-						ps = append(ps, rawElement(bson.TypeString, p.Key(), val))
+						ps = append(ps, bsontest.Element(bson.TypeString, p.Key(), val))
 					case 1:
 						entry := append(slices.Clone([]byte(p.Value().Value)[:len(p.Value().Value)-1]),
-							rawElement(bson.TypeBoolean, "late", []byte{1})...)
+							bsontest.Element(bson.TypeBoolean, "late", []byte{1})...)
 						entry = append(entry, 0)
 						binary.LittleEndian.PutUint32(entry, uint32(len(entry)))
-						ps = append(ps, rawElement(bson.TypeEmbeddedDocument, p.Key(), entry))
+						ps = append(ps, bsontest.Element(bson.TypeEmbeddedDocument, p.Key(), entry))
 					default:
 						ps = append(ps, p)
 					}
 					foreign++
 				}
-				us = append(us, rawElement(bson.TypeEmbeddedDocument, u.Key(), document(ps)))
+				us = append(us, bsontest.Element(bson.TypeEmbeddedDocument, u.Key(), bsontest.Doc(ps...)))
 			}
 			_, ghost, _ := bson.MarshalValue("not a document")
-			us = append(us, rawElement(bson.TypeString, "ghost", ghost))
-			out = append(out, rawElement(bson.TypeEmbeddedDocument, "studentStatus", document(us)))
+			us = append(us, bsontest.Element(bson.TypeString, "ghost", ghost))
+			out = append(out, bsontest.Element(bson.TypeEmbeddedDocument, "studentStatus", bsontest.Doc(us...)))
 		}
-		d.Homeworks = append(d.Homeworks, document(out))
+		d.Homeworks = append(d.Homeworks, bsontest.Doc(out...))
 	}
 	if foreign < 2 {
 		t.Skipf("%s: the first homework has %d entries, 2 needed", v.Name, foreign)
@@ -1181,7 +1090,7 @@ func TestDumpMissingAndForeignDerivedValues(t *testing.T) {
 		t.Errorf("the output differs from the reference derivation:\n%s", strings.Join(d, "\n"))
 	}
 	for i, u := range fixed.Users {
-		if !bytes.Equal(stripUser(t, u), d.Users[i]) {
+		if !bytes.Equal(bsontest.Without(t, u, userDerivedFields...), d.Users[i]) {
 			t.Errorf("user %d: non-derived bytes changed", i)
 		}
 		ks := keysOf(t, u)
@@ -1190,7 +1099,7 @@ func TestDumpMissingAndForeignDerivedValues(t *testing.T) {
 		}
 	}
 	for i, h := range fixed.Homeworks {
-		if !bytes.Equal(stripHomework(t, h), stripHomework(t, d.Homeworks[i])) {
+		if !bytes.Equal(bsontest.NullEntries(t, h), bsontest.NullEntries(t, d.Homeworks[i])) {
 			t.Errorf("homework %d: non-derived bytes changed", i)
 		}
 	}
@@ -1223,7 +1132,7 @@ func renameUsers(t testing.TB, doc bson.Raw, names map[string]string, fields ...
 		switch {
 		case slices.Contains(fields, e.Key()):
 			typ, val := renameValue(e.Value(), names)
-			out = append(out, rawElement(typ, e.Key(), val))
+			out = append(out, bsontest.Element(typ, e.Key(), val))
 		case e.Key() == "studentStatus" && e.Value().Type == bson.TypeEmbeddedDocument:
 			users, err := e.Value().Document().Elements()
 			if err != nil {
@@ -1235,14 +1144,14 @@ func renameUsers(t testing.TB, doc bson.Raw, names map[string]string, fields ...
 				if n, ok := names[k]; ok {
 					k = n
 				}
-				us = append(us, rawElement(u.Value().Type, k, u.Value().Value))
+				us = append(us, bsontest.Element(u.Value().Type, k, u.Value().Value))
 			}
-			out = append(out, rawElement(bson.TypeEmbeddedDocument, "studentStatus", document(us)))
+			out = append(out, bsontest.Element(bson.TypeEmbeddedDocument, "studentStatus", bsontest.Doc(us...)))
 		default:
 			out = append(out, e)
 		}
 	}
-	return document(out)
+	return bsontest.Doc(out...)
 }
 
 // renameVector renames users throughout a vector, its expectation included.
