@@ -21,6 +21,11 @@
 //
 // Memory is the homework documents, 16 bytes per entry, 40 per submission
 // and the encoded drifted values (the user documents too with an output).
+//
+// Run and its state are here; records.go holds the submission records and
+// their off-heap buckets (arena_*.go), catalog.go the reading of problems,
+// homeworks and users and the entry index, derive.go the derivation and
+// the comparison, write.go the corrected copy.
 package offline
 
 import (
