@@ -392,12 +392,12 @@ func TestDumpNumericTypes(t *testing.T) {
 		t.Run(typ.String(), func(t *testing.T) {
 			conv := materialize.Docs{Problems: clean.Problems, Submissions: clean.Submissions}
 			for _, u := range clean.Users {
-				conv.Users = append(conv.Users, convertNumbers(t, u, typ, func(path []string) bool {
+				conv.Users = append(conv.Users, bsontest.ConvertNumbers(t, u, typ, func(path []string) bool {
 					return len(path) >= 1 && slices.Contains(userDerivedFields, path[0])
 				}))
 			}
 			for _, h := range clean.Homeworks {
-				conv.Homeworks = append(conv.Homeworks, convertNumbers(t, h, typ, func(path []string) bool {
+				conv.Homeworks = append(conv.Homeworks, bsontest.ConvertNumbers(t, h, typ, func(path []string) bool {
 					return len(path) >= 4 && path[0] == "studentStatus"
 				}))
 			}

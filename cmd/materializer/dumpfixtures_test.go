@@ -542,103 +542,24 @@ func gzipDir(t *testing.T, dir string) {
 	}
 }
 
-// convertNumbers re-encodes the int32 values at paths sel accepts as typ.
-func convertNumbers(t testing.TB, doc bson.Raw, typ bson.Type, sel func(path []string) bool) bson.Raw {
-	t.Helper()
-	var conv func(doc bson.Raw, path []string) bson.Raw
-	conv = func(doc bson.Raw, path []string) bson.Raw {
-		els, err := doc.Elements()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out [][]byte
-		for _, e := range els {
-			p := append(slices.Clone(path), e.Key())
-			val := e.Value()
-			switch {
-			case val.Type == bson.TypeInt32 && sel(p):
-				n := val.Int32()
-				if typ == bson.TypeInt64 {
-					out = append(out, bsontest.Element(typ, e.Key(), binary.LittleEndian.AppendUint64(nil, uint64(int64(n)))))
-				} else {
-					out = append(out, bsontest.Element(typ, e.Key(), binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(n)))))
-				}
-			case val.Type == bson.TypeEmbeddedDocument || val.Type == bson.TypeArray:
-				sub := conv(bson.Raw(val.Value), p)
-				out = append(out, bsontest.Element(val.Type, e.Key(), sub))
-			default:
-				out = append(out, e)
-			}
-		}
-		return bsontest.Doc(out...)
-	}
-	return conv(doc, nil)
-}
-
-// renameValue replaces a string value found in names.
-func renameValue(v bson.RawValue, names map[string]string) (bson.Type, []byte) {
-	if s, ok := v.StringValueOK(); ok {
-		if n, ok := names[s]; ok {
-			_, b, _ := bson.MarshalValue(n)
-			return bson.TypeString, b
-		}
-	}
-	return v.Type, v.Value
-}
-
-// renameUsers returns doc with the string value of each field in fields
-// and the keys of studentStatus renamed by names.
-func renameUsers(t testing.TB, doc bson.Raw, names map[string]string, fields ...string) bson.Raw {
-	t.Helper()
-	els, err := doc.Elements()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for _, e := range els {
-		switch {
-		case slices.Contains(fields, e.Key()):
-			typ, val := renameValue(e.Value(), names)
-			out = append(out, bsontest.Element(typ, e.Key(), val))
-		case e.Key() == "studentStatus" && e.Value().Type == bson.TypeEmbeddedDocument:
-			users, err := e.Value().Document().Elements()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var us [][]byte
-			for _, u := range users {
-				k := u.Key()
-				if n, ok := names[k]; ok {
-					k = n
-				}
-				us = append(us, bsontest.Element(u.Value().Type, k, u.Value().Value))
-			}
-			out = append(out, bsontest.Element(bson.TypeEmbeddedDocument, "studentStatus", bsontest.Doc(us...)))
-		default:
-			out = append(out, e)
-		}
-	}
-	return bsontest.Doc(out...)
-}
-
 // renameVector renames users throughout a vector, its expectation included.
 func renameVector(t testing.TB, v materializetest.Vector, names map[string]string) materializetest.Vector {
 	t.Helper()
 	r := materializetest.Vector{Name: v.Name, PenaltyErrors: v.PenaltyErrors, DB: materialize.Docs{Problems: v.DB.Problems}}
 	for _, u := range v.DB.Users {
-		r.DB.Users = append(r.DB.Users, renameUsers(t, u, names, "_id"))
+		r.DB.Users = append(r.DB.Users, bsontest.RenameUsers(t, u, names, "_id"))
 	}
 	for _, s := range v.DB.Submissions {
-		r.DB.Submissions = append(r.DB.Submissions, renameUsers(t, s, names, "user"))
+		r.DB.Submissions = append(r.DB.Submissions, bsontest.RenameUsers(t, s, names, "user"))
 	}
 	for _, h := range v.DB.Homeworks {
-		r.DB.Homeworks = append(r.DB.Homeworks, renameUsers(t, h, names))
+		r.DB.Homeworks = append(r.DB.Homeworks, bsontest.RenameUsers(t, h, names))
 	}
 	for _, u := range v.ExpectUsers {
-		r.ExpectUsers = append(r.ExpectUsers, renameUsers(t, u, names, "_id"))
+		r.ExpectUsers = append(r.ExpectUsers, bsontest.RenameUsers(t, u, names, "_id"))
 	}
 	for _, h := range v.ExpectHWs {
-		r.ExpectHWs = append(r.ExpectHWs, renameUsers(t, h, names))
+		r.ExpectHWs = append(r.ExpectHWs, bsontest.RenameUsers(t, h, names))
 	}
 	return r
 }

@@ -7,6 +7,7 @@ package bsontest
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 	"testing"
 
@@ -149,4 +150,86 @@ func Entries(t testing.TB, doc bson.Raw) []Entry {
 		}
 	}
 	return out
+}
+
+// ConvertNumbers re-encodes the int32 values of doc, at any depth, whose
+// path (keys from the top, array indexes included) sel accepts as typ
+// (bson.TypeInt64 or, any other typ, bson.TypeDouble), keeping every other
+// element's bytes.
+func ConvertNumbers(t testing.TB, doc bson.Raw, typ bson.Type, sel func(path []string) bool) bson.Raw {
+	t.Helper()
+	var conv func(doc bson.Raw, path []string) bson.Raw
+	conv = func(doc bson.Raw, path []string) bson.Raw {
+		els, err := doc.Elements()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [][]byte
+		for _, e := range els {
+			p := append(slices.Clone(path), e.Key())
+			val := e.Value()
+			switch {
+			case val.Type == bson.TypeInt32 && sel(p):
+				n := val.Int32()
+				if typ == bson.TypeInt64 {
+					out = append(out, Element(typ, e.Key(), binary.LittleEndian.AppendUint64(nil, uint64(int64(n)))))
+				} else {
+					out = append(out, Element(typ, e.Key(), binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(n)))))
+				}
+			case val.Type == bson.TypeEmbeddedDocument || val.Type == bson.TypeArray:
+				sub := conv(bson.Raw(val.Value), p)
+				out = append(out, Element(val.Type, e.Key(), sub))
+			default:
+				out = append(out, e)
+			}
+		}
+		return Doc(out...)
+	}
+	return conv(doc, nil)
+}
+
+// renameValue replaces a string value found in names.
+func renameValue(v bson.RawValue, names map[string]string) (bson.Type, []byte) {
+	if s, ok := v.StringValueOK(); ok {
+		if n, ok := names[s]; ok {
+			_, b, _ := bson.MarshalValue(n)
+			return bson.TypeString, b
+		}
+	}
+	return v.Type, v.Value
+}
+
+// RenameUsers returns doc with the string value of each field in fields
+// and the keys of studentStatus renamed by names.
+func RenameUsers(t testing.TB, doc bson.Raw, names map[string]string, fields ...string) bson.Raw {
+	t.Helper()
+	els, err := doc.Elements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, e := range els {
+		switch {
+		case slices.Contains(fields, e.Key()):
+			typ, val := renameValue(e.Value(), names)
+			out = append(out, Element(typ, e.Key(), val))
+		case e.Key() == "studentStatus" && e.Value().Type == bson.TypeEmbeddedDocument:
+			users, err := e.Value().Document().Elements()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var us [][]byte
+			for _, u := range users {
+				k := u.Key()
+				if n, ok := names[k]; ok {
+					k = n
+				}
+				us = append(us, Element(u.Value().Type, k, u.Value().Value))
+			}
+			out = append(out, Element(bson.TypeEmbeddedDocument, "studentStatus", Doc(us...)))
+		default:
+			out = append(out, e)
+		}
+	}
+	return Doc(out...)
 }
