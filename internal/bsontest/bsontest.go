@@ -153,9 +153,8 @@ func Entries(t testing.TB, doc bson.Raw) []Entry {
 }
 
 // ConvertNumbers re-encodes the int32 values of doc, at any depth, whose
-// path (keys from the top, array indexes included) sel accepts as typ
-// (bson.TypeInt64 or, any other typ, bson.TypeDouble), keeping every other
-// element's bytes.
+// path (keys from the top, array indexes included) sel accepts as typ,
+// bson.TypeInt64 or bson.TypeDouble, keeping every other element's bytes.
 func ConvertNumbers(t testing.TB, doc bson.Raw, typ bson.Type, sel func(path []string) bool) bson.Raw {
 	t.Helper()
 	var conv func(doc bson.Raw, path []string) bson.Raw
