@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/normal-oj/noj-materializer/watch"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/normal-oj/noj-materializer/watch"
 )
 
 func writeErrs(codes ...int) []mongo.BulkWriteError {

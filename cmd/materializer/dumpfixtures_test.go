@@ -9,11 +9,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
-	"github.com/normal-oj/noj-materializer/dump"
-	"github.com/normal-oj/noj-materializer/internal/bsontest"
-	"github.com/normal-oj/noj-materializer/materialize"
-	"github.com/normal-oj/noj-materializer/materialize/materializetest"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"io"
 	"math"
 	"os"
@@ -24,6 +19,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/internal/bsontest"
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/materialize/materializetest"
 )
 
 const vectorsPath = "../../materialize/testdata/derive.jsonl"
