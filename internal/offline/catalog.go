@@ -13,7 +13,6 @@ import (
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/progress"
-	"github.com/normal-oj/noj-materializer/watch"
 )
 
 // homework is a homework document and what the comparison and the patch
@@ -66,8 +65,9 @@ type entry struct {
 const deadUser = math.MaxUint32
 
 type user struct {
-	stored watch.StoredUser
-	fix    *materialize.UserStats
+	stored   materialize.UserStats
+	storedOK bool // stored was read (false: missing or unreadable)
+	fix      *materialize.UserStats
 }
 
 // slot is a document in file order and, when it was decoded and is the
@@ -184,7 +184,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		}
 		// A later document with the same _id replaces an earlier one, as a
 		// store keyed by _id would.
-		u := &user{stored: watch.StoredUser{Stats: st, OK: ok}}
+		u := &user{stored: st, storedOK: ok}
 		s.docs[s.intern([]byte(name))] = u
 		if s.opts.Out != "" {
 			s.userOrder = append(s.userOrder, slot[user]{raw: raw, of: u})

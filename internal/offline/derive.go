@@ -9,10 +9,10 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/progress"
-	"github.com/normal-oj/noj-materializer/watch"
 )
 
 // readSubmissions reads every submission into a compact record. The
@@ -327,12 +327,12 @@ func replayBefore(a, b *record) bool {
 // compareUser compares a user's derived fields with its document's.
 func (s *state) compareUser(name string, u *user, st materialize.UserStats) {
 	s.rep.Users++
-	if u.stored.OK && u.stored.Stats.Equal(st) {
+	if u.storedOK && u.stored.Equal(st) {
 		return
 	}
 	s.rep.DriftedUsers++
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
-		s.rep.Diffs = append(s.rep.Diffs, watch.UserDiff(name, u.stored, st))
+		s.rep.Diffs = append(s.rep.Diffs, drift.UserDiff(name, u.stored, u.storedOK, st))
 	}
 	u.fix = &st
 }
@@ -350,7 +350,7 @@ func (s *state) compare(e *entry, name string, d *materialize.Entry) {
 	s.rep.DriftedEntries++
 	pk := s.problemKey(e.problem, key)
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
-		s.rep.Diffs = append(s.rep.Diffs, watch.EntryDiff(hw.h.ID, name, pk, v, true, *d))
+		s.rep.Diffs = append(s.rep.Diffs, drift.EntryDiff(hw.h.ID, name, pk, v, true, *d))
 	}
 	hw.drifted = true
 	hw.grow += d.EncodedSize() - len(v.Value)

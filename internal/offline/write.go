@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/normal-oj/noj-materializer/dump"
@@ -36,7 +35,7 @@ func (s *state) write(ctx context.Context, d dump.Dir, out *dump.Output) error {
 		return err
 	}
 	if err := out.Commit(); err != nil {
-		return fmt.Errorf("--out: %w", err)
+		return outputError(err)
 	}
 	return nil
 }
