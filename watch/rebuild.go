@@ -47,7 +47,7 @@ type RebuildReport = drift.Report
 // there misses nothing that changed during the rebuild. Submissions are
 // streamed in (user, problem, timestamp, _id) order; memory holds the
 // catalog (problems, homeworks with entry values, users) and one group.
-func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts RebuildOptions) (*drift.Report, error) {
+func Rebuild(ctx context.Context, st RebuildStore, d *materialize.Deriver, opts RebuildOptions) (*drift.Report, error) {
 	if opts.FlushEvery <= 0 {
 		opts.FlushEvery = 10_000
 	}
@@ -190,7 +190,7 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 // the differing ones into bulk writes.
 type rebuildSink struct {
 	ctx    context.Context
-	st     Store
+	st     RebuildStore
 	opts   RebuildOptions
 	rep    *drift.Report
 	onErr  func(*Writes, error) error
