@@ -130,3 +130,53 @@ func TestResolveErrors(t *testing.T) {
 		t.Errorf("plain and gzipped: %v, want a ConflictError naming both homework files", err)
 	}
 }
+
+// TestCopyToThroughSymlink: a dump named through a symbolic link (to the
+// dump's root, or to its database directory) is copied whole, with the
+// rewritten collections rewritten, as when it is named by its own path.
+func TestCopyToThroughSymlink(t *testing.T) {
+	for _, c := range []struct{ name, sub string }{
+		{name: "flat", sub: "."},
+		{name: "nested", sub: "normal-oj"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := t.TempDir()
+			real := filepath.Join(base, "real")
+			writeColls(t, filepath.Join(real, c.sub), false, dump.Sources...)
+			link := filepath.Join(base, "link")
+			if err := os.Symlink(real, link); err != nil {
+				t.Fatal(err)
+			}
+			d, err := dump.Resolve(link, "normal-oj")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(base, "out") // as an Output creates it
+			if err := os.Mkdir(out, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			rewritten := bsontest.Marshal(t, bson.D{{Key: "_id", Value: "rewritten"}})
+			rw := map[string]dump.Rewrite{"user": func(emit func([]byte) error) error { return emit(rewritten) }}
+			if err := d.CopyTo(t.Context(), out, rw, nil); err != nil {
+				t.Fatalf("CopyTo through a symlink: %v", err)
+			}
+			got, err := dump.Resolve(out, "normal-oj")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, coll := range dump.Sources {
+				docs, err := got.Read(coll)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := coll
+				if coll == "user" {
+					want = "rewritten"
+				}
+				if len(docs) != 1 || docs[0].Lookup("_id").StringValue() != want {
+					t.Errorf("%s: %v, want one document with _id %q", coll, docs, want)
+				}
+			}
+		})
+	}
+}
