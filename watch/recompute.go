@@ -39,12 +39,19 @@ type resetRef struct {
 // what is stored. It reads in bulk: one call per kind of read whatever the
 // number of keys. It writes nothing; see Engine.ProcessBatch.
 func Recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.Deriver, keys *materialize.Keys) (*Outcome, error) {
+	return recompute(ctx, src, kidx, d, keys, nil)
+}
+
+// recompute is Recompute; the submissions in inserted were inserted by the
+// batch and never moved since (insertedInBatch): their pairs are the ones
+// their events carry.
+func recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.Deriver, keys *materialize.Keys, inserted map[bson.ObjectID]bool) (*Outcome, error) {
 	out := &Outcome{NewKeys: make(map[bson.ObjectID][]materialize.Pair)}
 	if keys.Rebuild {
 		out.NeedRebuild = true
 		return out, nil
 	}
-	if err := expandSubmissions(ctx, src, kidx, keys, out); err != nil {
+	if err := expandSubmissions(ctx, src, kidx, keys, inserted, out); err != nil {
 		return nil, err
 	}
 	if err := expandHomeworks(ctx, src, keys, out); err != nil {
@@ -62,11 +69,37 @@ func Recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.De
 // expandSubmissions resolves submission keys to users and pairs through the
 // current documents, the pairs change events carried, and the key index
 // (the only record of a deleted submission's pair).
-func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *materialize.Keys, out *Outcome) error {
+//
+// A submission inserted by the batch and never moved since (inserted,
+// see insertedInBatch) is neither looked up nor read: the pair its insert
+// carried is the only one it was ever in up to the batch's last event (it
+// did not exist before the insert), so no other derived value holds it;
+// a later move or delete is a later event, resolved when it is processed.
+// Its pair is recorded in the key index unconditionally (RecordKeys adds
+// to a set: recording again is a no-op), and its document is still read
+// with its pair's submissions, which also reports it if malformed.
+func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *materialize.Keys, inserted map[bson.ObjectID]bool, out *Outcome) error {
 	if len(keys.Submissions) == 0 {
 		return nil
 	}
-	ids := sortedIDs(keys.Submissions)
+	var ids []bson.ObjectID
+	for _, id := range sortedIDs(keys.Submissions) {
+		if !inserted[id] || len(keys.Submissions[id]) == 0 {
+			ids = append(ids, id)
+			continue
+		}
+		for _, p := range keys.Submissions[id] {
+			out.NewKeys[id] = appendPair(out.NewKeys[id], p)
+			keys.AddUser(p.User)
+			keys.AddPair(p)
+			if !slices.Contains(out.InvalidatePairs, p) {
+				out.InvalidatePairs = append(out.InvalidatePairs, p)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
 	known, err := kidx.LookupKeys(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("look up submission keys: %w", err)
@@ -81,8 +114,8 @@ func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *mat
 	for id, ps := range known {
 		pairs[id] = ps
 	}
-	for id, hinted := range keys.Submissions {
-		for _, p := range hinted {
+	for _, id := range ids {
+		for _, p := range keys.Submissions[id] {
 			if !slices.Contains(known[id], p) && !slices.Contains(out.NewKeys[id], p) {
 				out.NewKeys[id] = append(out.NewKeys[id], p)
 			}
@@ -420,6 +453,13 @@ func (out *Outcome) entry(doc *HomeworkDoc, user, pk string, e materialize.Entry
 		return
 	}
 	out.Writes.Entries = append(out.Writes.Entries, EntryWrite{Homework: doc.ID, User: user, ProblemKey: pk, Entry: e})
+}
+
+func appendPair(s []materialize.Pair, p materialize.Pair) []materialize.Pair {
+	if slices.Contains(s, p) {
+		return s
+	}
+	return append(s, p)
 }
 
 func cmpPair(a, b materialize.Pair) int {
