@@ -35,21 +35,21 @@ const (
 
 // Config tunes the engine. Zero values take the defaults in parentheses.
 type Config struct {
-	BatchSize          int               // events per batch at most (500)
-	BatchMaxWait       time.Duration     // a batch closes this long after its first event (200ms)
-	CheckpointInterval time.Duration     // a quiet stream saves its postBatchResumeToken this often (10s)
+	BatchSize          int           // events per batch at most (500)
+	BatchMaxWait       time.Duration // a batch closes this long after its first event (200ms)
+	CheckpointInterval time.Duration // a quiet stream saves its postBatchResumeToken this often (10s)
 	// CheckpointEvery is the least spacing between checkpoints saved after
 	// batches (1s); negative: a checkpoint after every batch. A processed
 	// batch whose token is not saved yet is saved once the spacing has
 	// elapsed (at the next batch or quiet poll), when a batch rebuilt,
 	// and on every way out of the stream (shutdown, errors).
 	CheckpointEvery time.Duration
-	HistoryLost        HistoryLostPolicy // (rebuild)
-	MinBackoff         time.Duration     // first retry delay after a transient error (100ms)
-	MaxBackoff         time.Duration     // cap of the exponential backoff (30s)
-	IdlePause          time.Duration     // pause after an empty poll, for feeds whose Next does not block (0)
-	Epoch              int64             // lease epoch (fencing token) every checkpoint carries; 0 without a lease
-	Owner              string            // instance id recorded with checkpoints
+	HistoryLost     HistoryLostPolicy // (rebuild)
+	MinBackoff      time.Duration     // first retry delay after a transient error (100ms)
+	MaxBackoff      time.Duration     // cap of the exponential backoff (30s)
+	IdlePause       time.Duration     // pause after an empty poll, for feeds whose Next does not block (0)
+	Epoch           int64             // lease epoch (fencing token) every checkpoint carries; 0 without a lease
+	Owner           string            // instance id recorded with checkpoints
 }
 
 func (c *Config) defaults() {
@@ -112,7 +112,7 @@ type Engine struct {
 	lastSave time.Time
 	cp       resume.Checkpoint
 	unsaved  *Event // the last event of the last processed batch, its token not saved yet
-	deferred error // a stream error met after part of a batch was read
+	deferred error  // a stream error met after part of a batch was read
 }
 
 func (e *Engine) init() {
