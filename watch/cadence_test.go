@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/materialize"
+	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 	"github.com/normal-oj/noj-materializer/resume"
 	"github.com/normal-oj/noj-materializer/watch"
 )
@@ -77,8 +79,11 @@ func TestCheckpointCadence(t *testing.T) {
 	}
 	clk.Add(2 * time.Second)
 	eventually(t, "a save once the spacing elapsed", func() bool { return len(cps.list()) == 2 })
-	if cp := cps.list()[1]; cp.CaughtUpAt.IsZero() {
-		t.Errorf("save after the spacing %+v, want the quiet stream's postBatchResumeToken (caught up)", cp)
+	// At the quiet stream's postBatchResumeToken, or at the last event of
+	// the echo batch that waited for the spacing: either way past every
+	// event so far.
+	if n := leftAfter(t, f.st, cps.list()[1].Token); n > 0 {
+		t.Errorf("%d events after the checkpoint saved once the spacing elapsed, want none", n)
 	}
 	e := f.submit(t, f.end.Add(-10*time.Hour))
 	f.land(t, e, 0, 100)
@@ -97,27 +102,32 @@ func TestCheckpointCadence(t *testing.T) {
 	}
 	// Nothing after the saved token is left to process.
 	cp, _, _ := f.st.LoadCheckpoint(context.Background())
-	st, err := f.st.Open(context.Background(), watch.Position{Token: cp.Token})
-	must(err)
-	var left []watch.Event
-	for {
-		ev, ok, err := st.Next(context.Background())
-		must(err)
-		if !ok {
-			break
-		}
-		left = append(left, ev)
-	}
-	keys := materialize.NewKeys()
-	for _, ev := range left {
-		keys.Merge(materialize.Extract(ev.Change))
-	}
-	out, err := watch.Recompute(context.Background(), f.st, f.st, materialize.NewDeriver(), keys)
-	must(err)
-	if out.Writes.Len() > 0 || len(out.NewKeys) > 0 {
-		t.Errorf("after the shutdown's checkpoint: %d events whose recompute writes %+v and records %v, want none", len(left), out.Writes, out.NewKeys)
+	if n := leftAfter(t, f.st, cp.Token); n > 0 {
+		t.Errorf("%d events after the shutdown's checkpoint whose recompute writes something, want none", n)
 	}
 	checkConverged(t, f.st, "after the shutdown")
+}
+
+// leftAfter returns the number of events after token whose recompute
+// would write or record something.
+func leftAfter(t *testing.T, st *memstore.Store, token bson.Raw) int {
+	t.Helper()
+	s, err := st.Open(context.Background(), watch.Position{Token: token})
+	must(err)
+	n := 0
+	for {
+		ev, ok, err := s.Next(context.Background())
+		must(err)
+		if !ok {
+			return n
+		}
+		keys := materialize.Extract(ev.Change)
+		out, err := watch.Recompute(context.Background(), st, st, materialize.NewDeriver(), keys)
+		must(err)
+		if out.Writes.Len() > 0 || len(out.NewKeys) > 0 {
+			n++
+		}
+	}
 }
 
 // countingKeys counts the key-index lookups and by-id reads of
@@ -190,4 +200,47 @@ func TestInsertedSubmissionNotLookedUp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEchoesShareTheNextBatch: the change events of the daemon's own
+// writes (the user's derived fields, the homework's entries) do not make
+// a batch of their own while the batch's wait lasts: the next landing's
+// events join them, and one batch recomputes both (before, each landing
+// cost a batch for its echoes). Once the wait has passed, echoes alone
+// are processed.
+func TestEchoesShareTheNextBatch(t *testing.T) {
+	f := newFixture(t)
+	drain(t, f.st)
+	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	m := watch.NewMetrics(nil)
+	eng := &watch.Engine{Store: f.st, Feed: f.st, Checkpoints: f.st, Log: zerolog.Nop(), Now: clk.Now, Metrics: m,
+		Sleep:  func(ctx context.Context, d time.Duration) { time.Sleep(50 * time.Microsecond) },
+		Config: watch.Config{IdlePause: time.Millisecond}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	judged := func(n int64) func() bool { return func() bool { return f.user(t).Submission == n } }
+	// Each landing one event: a judged submission inserted.
+	land := func(ts time.Time, status, score int32) {
+		id := bson.NewObjectIDFromTimestamp(ts)
+		must(f.st.Insert(materialize.CollSubmission, mtest.Raw("_id", id, "user", fxUser, "problem", int32(fxProblem),
+			"languageType", int32(1), "timestamp", bson.NewDateTimeFromTime(ts), "status", status, "score", score)))
+	}
+	land(f.end.Add(-time.Hour), 0, 100)
+	eventually(t, "the first landing written", judged(1))
+	time.Sleep(20 * time.Millisecond) // the first landing's echoes arrive
+	land(f.end.Add(-2*time.Hour), 1, 40)
+	eventually(t, "the second landing written", judged(2))
+	time.Sleep(20 * time.Millisecond)
+	if n := testutil.ToFloat64(m.Batches); n != 2 {
+		t.Errorf("%v batches for two landings, want 2: the first landing's echoes share the second's batch", n)
+	}
+	clk.Add(time.Second) // the second landing's echoes wait no longer
+	eventually(t, "the last echoes processed", func() bool { return testutil.ToFloat64(m.Batches) == 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkConverged(t, f.st, "after the echoes")
 }

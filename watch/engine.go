@@ -280,7 +280,7 @@ func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
 	// of a save), the batches processed whole are saved.
 	defer e.saveOnExit(ctx)
 	for {
-		batch, quiet, err := e.collect(ctx, st)
+		batch, quiet, err := e.collect(ctx, st, untilQuiet)
 		if err != nil {
 			return err
 		}
@@ -380,7 +380,15 @@ func (e *Engine) saveOnExit(ctx context.Context) {
 
 // collect reads events until the batch is full, its wait has elapsed, or
 // the stream is quiet. quiet reports that the last poll found no event.
-func (e *Engine) collect(ctx context.Context, st Stream) (batch []Event, quiet bool, err error) {
+//
+// A batch holding only events that may be echoes of the daemon's own
+// writes (onlyEchoes) does not close at a quiet poll: it waits for more
+// events until its BatchMaxWait has passed (untilQuiet: never), so at a
+// low landing rate the echoes of one landing share the next landing's
+// batch instead of costing a batch of their own. Nothing is skipped: each
+// echo is recomputed as before, at most BatchMaxWait later (a write by
+// someone else to the derived fields is corrected that much later).
+func (e *Engine) collect(ctx context.Context, st Stream, untilQuiet bool) (batch []Event, quiet bool, err error) {
 	if err := e.deferred; err != nil {
 		e.deferred = nil
 		return nil, false, err
@@ -406,6 +414,16 @@ func (e *Engine) collect(ctx context.Context, st Stream) (batch []Event, quiet b
 			return nil, false, err
 		}
 		if !ok {
+			if !untilQuiet && len(batch) > 0 && e.Now().Before(deadline) && onlyEchoes(batch) {
+				// Nothing but what may be the echoes of the daemon's own
+				// writes: they would cost a batch of reads to find the
+				// values equal. Wait, up to the batch's wait, for the
+				// next landing to share the batch (and its reads).
+				if e.Config.IdlePause > 0 {
+					e.Sleep(ctx, e.Config.IdlePause)
+				}
+				continue
+			}
 			return batch, true, nil
 		}
 		if err != nil {
@@ -534,6 +552,36 @@ func (e *Engine) processBatch(ctx context.Context, events []Event) (rebuilt bool
 	e.Log.Debug().Int("events", len(events)).Int("users", out.Users).Int("pairs", out.Pairs).
 		Int("writes", out.Writes.Len()).Int("reads", out.Reads).Msg("batch processed")
 	return false, nil
+}
+
+// onlyEchoes reports whether every event of batch may be the echo of a
+// write of the daemon: an update of a user's derived fields only, or of
+// homework entries only (paths below studentStatus.<user>.). Anything
+// else (a submission, a homework's configuration, an insert or replace,
+// an update of unknown fields) makes the batch close as usual.
+func onlyEchoes(batch []Event) bool {
+	for _, ev := range batch {
+		c := ev.Change
+		if c.Op != materialize.OpUpdate || c.Fields == nil {
+			return false
+		}
+		for _, f := range c.Fields {
+			switch c.Collection {
+			case materialize.CollUser:
+				if f != materialize.FieldSubmission && f != materialize.FieldACSubmission && f != materialize.FieldACProblemIDs {
+					return false
+				}
+			case materialize.CollHomework:
+				rest, ok := strings.CutPrefix(f, materialize.FieldStudentStatus+".")
+				if !ok || !strings.Contains(rest, ".") {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // insertedInBatch returns the submissions whose first event in events is
