@@ -33,6 +33,11 @@ import (
 type Model struct {
 	RTT     time.Duration // per round trip
 	PerByte time.Duration // per byte sent or received (8ns ≈ 1 Gbit/s)
+	// Await is how long a poll of the change stream that finds no event
+	// waits for one, as a getMore with maxAwaitTimeMS does (0: it returns
+	// at once). The waiting polls the in-memory store, inside the
+	// decorator: its CPU is the store's, not the engine's.
+	Await time.Duration
 }
 
 // firstBatch is the number of documents a find or aggregate returns in its
@@ -134,8 +139,9 @@ type Store struct {
 	OnApplied func()
 	OnSaved   func()
 	// OnQuiet is called after each poll of the change stream that
-	// returned no event.
+	// returned no event, OnCall after every other call.
 	OnQuiet func()
+	OnCall  func()
 }
 
 var (
@@ -215,6 +221,9 @@ func (s *Store) charge(c call) {
 	s.c.Inner += c.inner
 	s.c.Model += d
 	s.mu.Unlock()
+	if s.OnCall != nil {
+		s.OnCall()
+	}
 	if d > 0 {
 		s.sleep(d)
 	}
@@ -790,6 +799,10 @@ func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
 	defer st.s.cpuSpan()()
 	t := time.Now()
 	ev, ok, err := st.inner.Next(ctx)
+	for err == nil && !ok && time.Since(t) < st.s.model.Await && ctx.Err() == nil {
+		time.Sleep(200 * time.Microsecond)
+		ev, ok, err = st.inner.Next(ctx)
+	}
 	if err != nil || !ok {
 		st.inWait = true
 		if st.s.OnQuiet != nil {
