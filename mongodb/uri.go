@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -37,4 +41,124 @@ func CheckURI(uri string) error {
 		return nil
 	}
 	return scrub(fmt.Errorf("%s: %w", Redact(uri), err), uriSecrets(uri))
+}
+
+// ServerSelectionTimeout is how long the driver waits to select a server
+// for uri, and whether the URI sets it: serverSelectionTimeoutMS read as
+// the driver reads it (options split on '&' or ';', key case-insensitive,
+// the last one winning: x/mongo/driver/connstring/connstring.go:1084 and
+// :555 in mongo-driver v2.10.0; 0 means no limit, csot.go:77), else the
+// default of 30 s (x/mongo/driver/topology/topology_options.go:31). A
+// mongodb+srv TXT record cannot set it, so no DNS lookup is needed.
+func ServerSelectionTimeout(uri string) (time.Duration, bool) {
+	d, set := 30*time.Second, false
+	_, query, ok := strings.Cut(uri[strings.LastIndex(uri, "@")+1:], "?")
+	if !ok {
+		return d, set
+	}
+	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == ';' || r == '&' }) {
+		k, v, _ := strings.Cut(pair, "=")
+		k, kerr := url.QueryUnescape(k)
+		v, verr := url.QueryUnescape(v)
+		if kerr != nil || verr != nil || !strings.EqualFold(k, "serverSelectionTimeoutMS") {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			d, set = time.Duration(n)*time.Millisecond, true
+		}
+	}
+	return d, set
+}
+
+// URIOption returns the value of a connection-string option (case
+// insensitive, as the driver reads them), or "".
+func URIOption(uri, name string) string {
+	_, query, ok := strings.Cut(uri, "?")
+	if !ok {
+		return ""
+	}
+	for _, kv := range strings.Split(query, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.EqualFold(k, name) {
+			if u, err := url.QueryUnescape(v); err == nil {
+				return u
+			}
+			return v
+		}
+	}
+	return ""
+}
+
+// URIOptionError is a connection-string option CheckURIOptions refuses.
+type URIOptionError struct {
+	Option string // as the adapter knows it: replicaSet, timeoutMS
+	Value  string
+	Reason string
+}
+
+func (e *URIOptionError) Error() string { return e.Reason }
+
+// CheckURIOptions refuses connection-string options the daemon cannot
+// work with, read as the driver reads them (x/mongo/driver/connstring:
+// options after the first '?' split at '&' or ';', keys and values
+// unescaped, keys without case), with a *URIOptionError:
+//
+//   - replicaSet with an empty value: the driver takes it as no set name
+//     and connects to whatever the host is, where the operator meant to
+//     name the set;
+//   - timeoutMS: it gives every command a deadline, index builds included,
+//     which the daemon runs without one (docs/operations.md, Indexes); its
+//     own deadlines are Config.WriteTimeout and the lease.
+func CheckURIOptions(uri string) error {
+	_, rest, _ := strings.Cut(uri, "://")
+	authority := rest
+	if i := strings.Index(rest, "/"); i >= 0 {
+		authority = rest[:i]
+	}
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		rest = rest[i+1:] // the user information may hold a '?'
+	}
+	_, query, ok := strings.Cut(rest, "?")
+	if !ok {
+		return nil
+	}
+	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, val, _ := strings.Cut(pair, "=")
+		if uk, err := url.QueryUnescape(k); err == nil {
+			k = uk
+		}
+		if uv, err := url.QueryUnescape(val); err == nil {
+			val = uv
+		}
+		switch strings.ToLower(k) {
+		case "replicaset":
+			if val == "" {
+				return &URIOptionError{Option: "replicaSet", Value: val,
+					Reason: "empty replicaSet=: give the replica set's name (rs.conf()._id, e.g. replicaSet=rs0) or leave the option out"}
+			}
+		case "timeoutms":
+			return &URIOptionError{Option: "timeoutMS", Value: val,
+				Reason: fmt.Sprintf("timeoutMS=%s would give every command a deadline, index builds included (docs/operations.md, Indexes); remove it", val)}
+		}
+	}
+	return nil
+}
+
+// CheckDatabaseName refuses a database name MongoDB would refuse (its
+// manual's naming restrictions, "MongoDB Limits and Thresholds"): empty,
+// 64 bytes or more, or holding one of / \ . space " $ or the null
+// character, forbidden on every platform. "a.b" would otherwise name the
+// database "a" and a collection prefix "b." on the server, and a dump
+// directory a.b/ that mongodump never writes.
+func CheckDatabaseName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("a MongoDB database name must not be empty")
+	case len(name) >= 64:
+		return errors.New("a MongoDB database name has fewer than 64 bytes")
+	}
+	if i := strings.IndexAny(name, "/\\. \"$\x00"); i >= 0 {
+		return fmt.Errorf("a MongoDB database name cannot contain %q (none of / \\ . space \" $ or NUL)", name[i])
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package mongodb
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,45 @@ func TestCheckURI(t *testing.T) {
 		}
 		if err != nil && c.secret != "" && strings.Contains(err.Error(), c.secret) {
 			t.Errorf("CheckURI(%q) = %v: names the secret", c.uri, err)
+		}
+	}
+}
+
+// TestCheckURIOptions: an empty replicaSet and any timeoutMS are refused,
+// read as the driver reads options (either separator, any case, escaped),
+// and a '?' in the password is not the start of the options.
+func TestCheckURIOptions(t *testing.T) {
+	for _, c := range []struct{ uri, option string }{
+		{"mongodb://127.0.0.1:1/?replicaSet=", "replicaSet"},
+		{"mongodb://127.0.0.1:1/?directConnection=true&replicaSet=&w=majority", "replicaSet"},
+		{"mongodb://127.0.0.1:1/?replicaSet=rs0&timeoutMS=5000", "timeoutMS"},
+		{"mongodb://u:p%3Fx@127.0.0.1:1/db?TIMEOUTMS=0", "timeoutMS"},
+		{"mongodb://127.0.0.1:1/?replicaSet=rs0;timeoutms=10", "timeoutMS"},
+		{"mongodb://127.0.0.1:1/?replicaSet=rs0", ""},
+		{"mongodb://u:p?timeoutMS=1@127.0.0.1:1/", ""},
+	} {
+		err := CheckURIOptions(c.uri)
+		var oe *URIOptionError
+		switch {
+		case c.option == "" && err != nil:
+			t.Errorf("%s: %v, want accepted", c.uri, err)
+		case c.option != "" && (!errors.As(err, &oe) || oe.Option != c.option || !strings.Contains(err.Error(), c.option)):
+			t.Errorf("%s: %v, want a *URIOptionError for %s", c.uri, err, c.option)
+		}
+	}
+}
+
+// TestCheckDatabaseName: the names MongoDB refuses are refused, others
+// accepted.
+func TestCheckDatabaseName(t *testing.T) {
+	for _, name := range []string{"", "a.b", "a$b", "a b", `a"b`, "a/b", `a\b`, "a\x00b", strings.Repeat("n", 64)} {
+		if err := CheckDatabaseName(name); err == nil || !strings.Contains(err.Error(), "database name") {
+			t.Errorf("%q: %v, want refused", name, err)
+		}
+	}
+	for _, name := range []string{"normal-oj", "noj_prod", strings.Repeat("n", 63)} {
+		if err := CheckDatabaseName(name); err != nil {
+			t.Errorf("%q: %v", name, err)
 		}
 	}
 }

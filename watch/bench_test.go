@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
@@ -70,7 +71,7 @@ func BenchmarkRebuild(b *testing.B) {
 	st := rebuildStore(b, 20_000, 500, 100, 1_000_000)
 	b.ReportAllocs()
 	b.ResetTimer()
-	var rep *watch.RebuildReport
+	var rep *drift.Report
 	for b.Loop() {
 		var err error
 		if rep, err = watch.Rebuild(context.Background(), st, materialize.NewDeriver(), watch.RebuildOptions{}); err != nil {

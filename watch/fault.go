@@ -284,7 +284,7 @@ func Decide(c Class, p Phase) Action {
 }
 
 // decide is Decide with the engine's one configurable cell: lost history
-// rebuilds unless MATERIALIZER_HISTORY_LOST=exit.
+// rebuilds unless Config.HistoryLost is OnHistoryLostExit.
 func decide(c Class, p Phase, onHistoryLost HistoryLostPolicy) Action {
 	a := Decide(c, p)
 	if a == ActRebuild && c == HistoryLost && onHistoryLost == OnHistoryLostExit {

@@ -19,8 +19,11 @@ import (
 // The lease is renewed every TTL/3. The engine is stopped when the lease
 // is lost, and also when no renewal succeeded for TTL minus Margin: the
 // instance stops writing before its lease can expire, so a standby that
-// takes over after expiry does not race a live leader. Writes are bounded
-// by the engine's write timeout, which must be shorter than Margin.
+// takes over after expiry does not race a live leader. The write guard
+// starts no write TTL − Margin after the last renewal was sent and cuts
+// every write off at TTL − Margin/2, whatever the store's own write
+// timeout; that timeout also bounds each lease round trip, and
+// CheckWriteTimeout states the rule it must meet.
 // Checkpoints carry the lease epoch as a fencing token, so a deposed
 // leader's late save is rejected (resume.ErrFenced).
 type Leader struct {
@@ -58,7 +61,7 @@ func (l *Leader) ID() string {
 // campaign, TTL/3 later.
 func (l *Leader) Run(ctx context.Context) error {
 	l.defaults()
-	every := l.TTL / 3
+	every := renewEvery(l.TTL)
 	for ctx.Err() == nil {
 		sent := l.Now()
 		lease, ok, err := l.Leases.Acquire(ctx, l.id, l.TTL)
@@ -110,7 +113,7 @@ func (l *Leader) Do(ctx context.Context, job func(ctx context.Context, eng *Engi
 	if !ok {
 		return fmt.Errorf("%w: %s holds epoch %d until %s", ErrLeaseHeld, lease.Owner, lease.Epoch, lease.Expires.Format(time.RFC3339))
 	}
-	lost, err := l.term(ctx, lease, sent, l.TTL/3, job) // releases the lease
+	lost, err := l.term(ctx, lease, sent, renewEvery(l.TTL), job) // releases the lease
 	if err == nil && lost && ctx.Err() == nil {
 		return ErrLeaseExpiring
 	}
@@ -134,6 +137,31 @@ func (l *Leader) fault(ctx context.Context, err error) *Fault {
 	return decider{decided: l.Metrics.countDecision}.fault(ctx, PhaseLease, err)
 }
 
+// renewEvery is how often a Leader renews its lease of duration ttl.
+func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// defaultMargin is Leader.Margin when unset.
+func defaultMargin(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// CheckWriteTimeout is the one rule a store's write timeout must meet
+// for a Leader of lease duration ttl (with the default Margin, ttl/3):
+// positive and under ttl/2. The timeout bounds each lease round trip, and
+// a renewal is sent ttl/3 after the last one; under ttl/2 it has returned
+// (renewed, refused or timed out) before ttl − Margin/2 after the last
+// renewal, the deadline the write guard gives every write, Margin/2
+// before the lease can expire: the leader learns that a renewal failed
+// while its lease still holds. Safety does not rest on the rule: the
+// guard's deadline bounds every write whatever the timeout.
+func CheckWriteTimeout(ttl, timeout time.Duration) error {
+	// ttl − renewEvery − defaultMargin/2 = ttl − ttl/3 − ttl/6, computed
+	// without the rounding of the thirds.
+	limit := ttl / 2
+	if timeout <= 0 || timeout >= limit {
+		return fmt.Errorf("the write timeout (%s) must be positive and under half of the lease TTL (%s, so under %s): a lease renewal, sent a third of the TTL after the last and bounded by the write timeout, must return before the write guard cuts writes off", timeout, ttl, limit)
+	}
+	return nil
+}
+
 func (l *Leader) defaults() { l.once.Do(l.setDefaults) }
 
 func (l *Leader) setDefaults() {
@@ -141,7 +169,7 @@ func (l *Leader) setDefaults() {
 		l.Now = time.Now
 	}
 	if l.Margin <= 0 {
-		l.Margin = l.TTL / 3
+		l.Margin = defaultMargin(l.TTL)
 	}
 	if l.Metrics == nil {
 		l.Metrics = NewMetrics(nil)

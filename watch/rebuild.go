@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/progress"
 )
@@ -35,34 +36,9 @@ type RebuildOptions struct {
 	Decided func(*Fault)
 }
 
-// Diff is one derived value that differs from what is stored.
-type Diff struct {
-	Collection string // "user" or "homework"
-	ID         string // username or homework id (hex)
-	Path       string // field path, e.g. studentStatus.alice.7
-	Stored     string // stored value as Extended JSON ("" when unreadable or absent)
-	Derived    string
-}
-
-// RebuildReport is the result of a full recompute.
-type RebuildReport struct {
-	StartAt         bson.Timestamp // cluster time read before the scan
-	Submissions     int
-	Users, Entries  int // derived values compared
-	DriftedUsers    int // differing from stored (written unless dry run)
-	DriftedEntries  int
-	PenaltyErrors   int
-	Malformed       []*materialize.DecodeError
-	Diffs           []Diff
-	KeyIndexRecords int
-	Rejected        int // bulk writes (derived values or key records) the server refused for good (reported, skipped)
-	// RejectedErrors are the messages of the first refusals (at most 10),
-	// naming the documents, e.g. a homework grown past 16 MiB.
-	RejectedErrors []string
-}
-
-// Drift is the number of derived values that differ from what is stored.
-func (r *RebuildReport) Drift() int { return r.DriftedUsers + r.DriftedEntries }
+// RebuildReport is the report of a full recompute, the engine's name for
+// drift.Report (the offline path reports in the same form).
+type RebuildReport = drift.Report
 
 // Rebuild recomputes every user and every studentStatus entry from the
 // whole source, writes the values that differ (unless opts.DryRun) and
@@ -71,11 +47,11 @@ func (r *RebuildReport) Drift() int { return r.DriftedUsers + r.DriftedEntries }
 // there misses nothing that changed during the rebuild. Submissions are
 // streamed in (user, problem, timestamp, _id) order; memory holds the
 // catalog (problems, homeworks with entry values, users) and one group.
-func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts RebuildOptions) (*RebuildReport, error) {
+func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts RebuildOptions) (*drift.Report, error) {
 	if opts.FlushEvery <= 0 {
 		opts.FlushEvery = 10_000
 	}
-	rep := &RebuildReport{}
+	rep := &drift.Report{}
 	dec := decider{decided: opts.Decided}
 	scanErr := func(err error) error { return dec.fault(ctx, PhaseRebuildScan, err) }
 	var err error
@@ -218,7 +194,7 @@ type rebuildSink struct {
 	ctx    context.Context
 	st     Store
 	opts   RebuildOptions
-	rep    *RebuildReport
+	rep    *drift.Report
 	onErr  func(*Writes, error) error
 	users  map[string]StoredUser
 	stored map[bson.ObjectID]*HomeworkDoc
@@ -236,7 +212,7 @@ func (s *rebuildSink) User(name string, st materialize.UserStats) error {
 	}
 	s.rep.DriftedUsers++
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
-		s.rep.Diffs = append(s.rep.Diffs, UserDiff(name, su, st))
+		s.rep.Diffs = append(s.rep.Diffs, drift.UserDiff(name, su.Stats, su.OK, st))
 	}
 	s.w.Users = append(s.w.Users, UserWrite{User: name, Stats: st})
 	return s.maybeFlush()
@@ -251,7 +227,7 @@ func (s *rebuildSink) Entry(h bson.ObjectID, user, pk string, e materialize.Entr
 	}
 	s.rep.DriftedEntries++
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
-		s.rep.Diffs = append(s.rep.Diffs, EntryDiff(h, user, pk, v, ok, e))
+		s.rep.Diffs = append(s.rep.Diffs, drift.EntryDiff(h, user, pk, v, ok, e))
 	}
 	// e may be the Deriver's until the next pair (Deriver.Reuse).
 	s.w.Entries = append(s.w.Entries, EntryWrite{Homework: h, User: user, ProblemKey: pk, Entry: e.Clone()})
@@ -276,42 +252,4 @@ func (s *rebuildSink) flush() error {
 	}
 	s.w = Writes{}
 	return nil
-}
-
-// UserDiff describes a user whose stored derived fields (stored) differ
-// from the derived ones (derived), as verify prints it.
-func UserDiff(name string, stored StoredUser, derived materialize.UserStats) Diff {
-	return Diff{Collection: materialize.CollUser, ID: name, Path: "submission,AC_submission,AC_problem_ids",
-		Stored: fmtStats(stored), Derived: fmtStats(StoredUser{Stats: derived, OK: true})}
-}
-
-// EntryDiff describes a studentStatus entry whose stored value (v, when
-// ok) differs from the derived one e, as verify prints it.
-func EntryDiff(h bson.ObjectID, user, pk string, v bson.RawValue, ok bool, e materialize.Entry) Diff {
-	stored := ""
-	if ok {
-		stored = relaxedJSON(v)
-	}
-	derived, _ := bson.MarshalExtJSON(e.Doc(), false, false)
-	return Diff{Collection: materialize.CollHomework, ID: h.Hex(),
-		Path: materialize.FieldStudentStatus + "." + user + "." + pk, Stored: stored, Derived: string(derived)}
-}
-
-func fmtStats(su StoredUser) string {
-	if !su.OK {
-		return ""
-	}
-	b, _ := bson.MarshalExtJSON(su.Stats.Fields(), false, false)
-	return string(b)
-}
-
-// relaxedJSON renders a stored value as relaxed Extended JSON, the form
-// derived values are printed in, so the two read alike.
-func relaxedJSON(v bson.RawValue) string {
-	if d, ok := v.DocumentOK(); ok {
-		if b, err := bson.MarshalExtJSON(d, false, false); err == nil {
-			return string(b)
-		}
-	}
-	return v.String()
 }

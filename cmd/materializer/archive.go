@@ -98,7 +98,7 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
 	prog.Phase("unpacking the archive")
 	a, err := dump.Unpack(ctx, in, name, dump.UnpackOptions{Database: database, Keep: keep, Progress: prog.Add,
-		Prelude: func(colls []dump.Namespace) error { return checkArchiveComplete(name, colls, database) }})
+		Prelude: func(colls []dump.Namespace) error { return archiveComplete(name, colls, database) }})
 	if err != nil {
 		if s.out != nil {
 			s.out.Abort()
@@ -111,43 +111,21 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 	s.a = a
 	// The prelude listed them all; a data namespace missing would not
 	// have ended (Unpack refuses that), but check what was read.
-	if err := checkArchiveComplete(name, a.Namespaces(), database); err != nil {
+	if err := archiveComplete(name, a.Namespaces(), database); err != nil {
 		s.close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// checkArchiveComplete refuses an archive whose collections colls miss
-// one of the four source collections of database (a missing one would
-// read as empty and verify as clean), naming the archive's databases when
-// it has none of them.
-func checkArchiveComplete(name string, colls []dump.Namespace, database string) error {
-	have := map[string]bool{}
-	var dbs []string
-	for _, ns := range colls {
-		if ns.DB == database {
-			have[ns.Collection] = true
-		}
-		if ns.DB != "" && !slices.Contains(dbs, ns.DB) {
-			dbs = append(dbs, ns.DB)
-		}
+// archiveComplete refuses, as a usage error, an archive whose namespaces
+// colls miss one of the four source collections of database
+// (dump.CheckComplete).
+func archiveComplete(name string, colls []dump.Namespace, database string) error {
+	if err := dump.CheckComplete(name, colls, database); err != nil {
+		return dumpError(err, database)
 	}
-	var missing []string
-	for _, c := range dump.Sources {
-		if !have[c] {
-			missing = append(missing, database+"."+c)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	hint := ""
-	if len(have) == 0 {
-		hint = fmt.Sprintf("; its databases are %s: set %s_DATABASE to the dumped database's name (it is %q)", strings.Join(dbs, ", "), envPrefix, database)
-	}
-	return &configError{fmt.Sprintf("archive %s has no %s: a dump must hold all of %s (a missing one would verify as empty)%s",
-		name, strings.Join(missing, ", "), strings.Join(dump.Sources, ", "), hint)}
+	return nil
 }
 
 // loadOfflineStore reads the dump --dump names (a directory or an

@@ -212,7 +212,7 @@ func runCLIStdin(t testing.TB, stdin []byte, args ...string) cliResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	env := &environment{stdout: &stdout, stderr: &stderr, getenv: os.Getenv, stdin: bytes.NewReader(stdin)}
+	env := &environment{stdout: &stdout, stderr: &stderr, stdin: bytes.NewReader(stdin)}
 	code := runMain(ctx, env, args)
 	return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
@@ -427,7 +427,7 @@ func TestOfflineArchiveProgress(t *testing.T) {
 	}
 	run := func(args ...string) cliResult {
 		var stdout, stderr bytes.Buffer
-		env := &environment{stdout: &stdout, stderr: &stderr, getenv: os.Getenv, progressEvery: time.Nanosecond}
+		env := &environment{stdout: &stdout, stderr: &stderr, progressEvery: time.Nanosecond}
 		code := runMain(context.Background(), env, args)
 		return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	}

@@ -35,7 +35,7 @@ type Config struct {
 	InstanceID           string        `envconfig:"MATERIALIZER_INSTANCE_ID" desc:"instance id (default hostname-pid); the lease owner adds a random per-process suffix"`
 	LeaseTTL             time.Duration `envconfig:"MATERIALIZER_LEASE_TTL" default:"15s" desc:"lease duration; a standby takes over within about this long"`
 	RedisURL             string        `envconfig:"MATERIALIZER_REDIS_URL" desc:"Back-End's Redis; when set, high-score cache keys are deleted after writes land"`
-	WriteTimeout         time.Duration `envconfig:"MATERIALIZER_WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write (under half of LEASE_TTL)"`
+	WriteTimeout         time.Duration `envconfig:"MATERIALIZER_WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write (positive, under half of LEASE_TTL)"`
 
 	// allowStandalone is set by the commands that need no change stream
 	// (rebuild, verify, status, seed), not by the environment: openMongo
@@ -114,9 +114,11 @@ func loadConfig(needMongo bool) (*Config, error) {
 		return nil, &configError{envPrefix + "_CHECKPOINT_INTERVAL must be positive"}
 	case c.LeaseTTL < time.Second:
 		return nil, &configError{envPrefix + "_LEASE_TTL must be at least 1s"}
-	case c.WriteTimeout <= 0 || c.WriteTimeout >= c.LeaseTTL/2:
-		return nil, &configError{fmt.Sprintf("%s_WRITE_TIMEOUT must be positive and under half of %s_LEASE_TTL (%s), so a write cannot outlive the lease", envPrefix, envPrefix, c.LeaseTTL)}
-	case c.ReadyMaxLag <= 0:
+	}
+	if err := watch.CheckWriteTimeout(c.LeaseTTL, c.WriteTimeout); err != nil {
+		return nil, &configError{fmt.Sprintf("%s_WRITE_TIMEOUT=%s with %s_LEASE_TTL=%s: %v", envPrefix, c.WriteTimeout, envPrefix, c.LeaseTTL, err)}
+	}
+	if c.ReadyMaxLag <= 0 {
 		return nil, &configError{envPrefix + "_READY_MAX_LAG must be positive"}
 	}
 	if err := checkDatabaseName(c.Database); err != nil {
@@ -154,43 +156,24 @@ func loadConfig(needMongo bool) (*Config, error) {
 	return &c, nil
 }
 
-// backEndCollections are the collections Back-End's mongoengine documents
-// live in (Normal-OJ/Back-End mongo/engine.py at dfbd76a: User, Homework,
-// Course, Number, Problem, Submission, Message, Announcement, PostThread,
-// Post, Config with its subclass SubmissionConfig, LoginRecords; the
-// collection is the class name in snake case), plus GridFS's fs.files and
-// fs.chunks of its FileField/ZipField (submission code, test cases).
-// The daemon's own collections must be none of them: it upserts its lease
-// and checkpoint, and bulk-writes its key index, into them.
-var backEndCollections = []string{
-	"user", "homework", "course", "number", "problem", "submission", "message",
-	"announcement", "post_thread", "post", "config", "login_records", "fs.files", "fs.chunks",
-}
-
-// checkCollections refuses a checkpoint or key-index collection that is
-// empty, reserved (system.*), one of Back-End's collections (compared
-// without case, to refuse near-misses like "User" too) or the same as the
-// other one.
+// checkCollections refuses a checkpoint or key-index collection the
+// daemon must not write to (mongodb.CheckCollections), naming the
+// variable.
 func checkCollections(c *Config) error {
-	for _, v := range []struct{ name, value, def string }{
-		{envPrefix + "_CHECKPOINT_COLLECTION", c.CheckpointCollection, mongodb.DefaultCheckpointCollection},
-		{envPrefix + "_KEYS_COLLECTION", c.KeysCollection, mongodb.DefaultKeysCollection},
-	} {
-		switch {
-		case v.value == "":
-			return &configError{v.name + " must not be empty"}
-		case strings.HasPrefix(v.value, "system."):
-			return &configError{fmt.Sprintf("%s=%q: system.* collections are reserved by MongoDB", v.name, v.value)}
-		}
-		for _, b := range backEndCollections {
-			if strings.EqualFold(v.value, b) {
-				return &configError{fmt.Sprintf("%s=%q names Back-End's collection %q: the daemon would write its own documents there; choose a collection of its own (default %s)",
-					v.name, v.value, b, v.def)}
-			}
-		}
+	err := mongodb.CheckCollections(c.CheckpointCollection, c.KeysCollection)
+	var ce *mongodb.CollectionError
+	if !errors.As(err, &ce) {
+		return err
 	}
-	if strings.EqualFold(c.CheckpointCollection, c.KeysCollection) {
-		return &configError{fmt.Sprintf("%s_CHECKPOINT_COLLECTION and %s_KEYS_COLLECTION must differ, both are %q", envPrefix, envPrefix, c.CheckpointCollection)}
+	name := envPrefix + "_CHECKPOINT_COLLECTION"
+	if ce.Keys {
+		name = envPrefix + "_KEYS_COLLECTION"
 	}
-	return nil
+	switch {
+	case ce.Same:
+		return &configError{fmt.Sprintf("%s_CHECKPOINT_COLLECTION and %s: %v", envPrefix, name, err)}
+	case ce.Name == "":
+		return &configError{fmt.Sprintf("%s %v", name, err)}
+	}
+	return &configError{fmt.Sprintf("%s=%q: %v", name, ce.Name, err)}
 }

@@ -1,36 +1,11 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
-	"regexp"
-	"strconv"
-	"strings"
-	"syscall"
-	"time"
-
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/description"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"github.com/normal-oj/noj-materializer/mongodb"
 )
-
-// demoURI is the connection string the project's messages suggest for the
-// demo from its host: the demo's one-node replica set, published on
-// 127.0.0.1:27017, whose member calls itself mongo:27017 (a name only the
-// compose network resolves), so from the host the driver must talk to the
-// seed directly. A direct connection never follows a fail-over, which a
-// one-node set does not have; for a real replica set the messages point
-// to the replica set URI (replicaSet=...) instead.
-const demoURI = "mongodb://127.0.0.1:27017/?directConnection=true"
-
-// upgradeDocs is where the operations guide explains upgrading a
-// MongoDB older than 4.4 (what stock Normal-OJ runs: 4.2).
-const upgradeDocs = "docs/operations.md#upgrading-42--44-and-further"
 
 // sayConnecting tells the user, on stderr and before the driver starts
 // waiting, which server a command connects to (the redacted URI) and how
@@ -40,7 +15,7 @@ const upgradeDocs = "docs/operations.md#upgrading-42--44-and-further"
 // internal/csot/csot.go:73-82 adds no deadline for 0).
 func sayConnecting(w io.Writer, cfg *Config) {
 	var wait string
-	switch d, set := selectionTimeout(cfg.MongoDBURI); {
+	switch d, set := mongodb.ServerSelectionTimeout(cfg.MongoDBURI); {
 	case set && (d == 0 || d > openTimeout):
 		wait = fmt.Sprintf("waits up to %s for a server, the command's connection deadline (serverSelectionTimeoutMS=%d lifts only the driver's own limit)", openTimeout, d.Milliseconds())
 	case !set:
@@ -51,35 +26,8 @@ func sayConnecting(w io.Writer, cfg *Config) {
 	fmt.Fprintf(w, "connecting to %s (database %s; %s)\n", mongodb.Redact(cfg.MongoDBURI), cfg.Database, wait)
 }
 
-// selectionTimeout is how long the driver waits to select a server for
-// uri, and whether the URI sets it: serverSelectionTimeoutMS read as the
-// driver reads it (options split on '&' or ';', key case-insensitive,
-// the last one winning: x/mongo/driver/connstring/connstring.go:1084 and
-// :555 in mongo-driver v2.10.0; 0 means no limit, csot.go:77), else the
-// default of 30 s (x/mongo/driver/topology/topology_options.go:31). A
-// mongodb+srv TXT record cannot set it, so no DNS lookup is needed.
-func selectionTimeout(uri string) (time.Duration, bool) {
-	d, set := 30*time.Second, false
-	_, query, ok := strings.Cut(uri[strings.LastIndex(uri, "@")+1:], "?")
-	if !ok {
-		return d, set
-	}
-	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == ';' || r == '&' }) {
-		k, v, _ := strings.Cut(pair, "=")
-		k, kerr := url.QueryUnescape(k)
-		v, verr := url.QueryUnescape(v)
-		if kerr != nil || verr != nil || !strings.EqualFold(k, "serverSelectionTimeoutMS") {
-			continue
-		}
-		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-			d, set = time.Duration(n)*time.Millisecond, true
-		}
-	}
-	return d, set
-}
-
 // connectError is a failure to reach MongoDB with the one-line hint
-// connectHint found for it. errors.Is and errors.As see the driver's error.
+// mongodb.ConnectHint found for it. errors.Is and errors.As see the driver's error.
 type connectError struct {
 	err  error
 	hint string
@@ -88,112 +36,11 @@ type connectError struct {
 func (e *connectError) Error() string { return e.err.Error() + "\n" + e.hint }
 func (e *connectError) Unwrap() error { return e.err }
 
-// withConnectHint returns err with a hint line when connectHint has one.
+// withConnectHint returns err with a hint line when mongodb.ConnectHint
+// has one.
 func withConnectHint(uri string, err error) error {
-	if h := connectHint(uri, err); h != "" {
+	if h := mongodb.ConnectHint(uri, err); h != "" {
 		return &connectError{err: err, hint: h}
 	}
 	return err
-}
-
-// wireVersionError matches the driver's error for a server too old for it
-// (x/mongo/driver/topology/fsm.go:151-158: "server at %s reports wire
-// version %d, but this version of the Go driver requires at least %d
-// (MongoDB %s)"), which server selection returns as is
-// (topology.go:718-720), a plain error with no type to match.
-var wireVersionError = regexp.MustCompile(`server at (\S+) reports wire version (\d+), but this version of the Go driver requires at least`)
-
-// connectHint names the likely cause of a server-selection failure and its
-// fix, in one line, or returns "" for any other error. A server older than
-// the driver supports (wire version below 9: MongoDB 4.2 or older) gets
-// the upgrade section of the operations guide. Otherwise it reads the
-// driver's topology.ServerSelectionError (x/mongo/driver/topology/
-// errors.go:67 in mongo-driver v2.10.0: the topology description when
-// selection gave up, each server with its Addr, Kind and LastError, the
-// heartbeat's error), not its text:
-//
-//   - a server whose last error is a DNS failure: a member's host name does
-//     not resolve from here. With a replica set, the driver replaces the
-//     seed list by the members' names from the replica set config (fsm.go,
-//     updateRSFromPrimary / updateRSWithoutPrimary), e.g. the demo's
-//     mongo:27017, so a reachable seed is not enough;
-//   - a replica-set topology with no server left: the driver removes a
-//     server whose setName differs from the URI's replicaSet, and a
-//     standalone when replicaSet is set (fsm.go:186, :351, :395, :417);
-//     with directConnection=true it keeps the server as Unknown with no
-//     error instead (fsm.go:234, :248);
-//   - servers that refused or timed out: nothing answers at those
-//     addresses;
-//   - members known but none primary: the set has no primary.
-func connectHint(uri string, err error) string {
-	if err == nil {
-		return ""
-	}
-	if m := wireVersionError.FindStringSubmatch(err.Error()); m != nil {
-		return fmt.Sprintf("hint: the server at %s is older than MongoDB 4.4 (wire version %s; 8 is MongoDB 4.2, what stock Normal-OJ runs): the materializer needs 4.4 or newer; upgrade it as %s describes", m[1], m[2], upgradeDocs)
-	}
-	var sse topology.ServerSelectionError
-	if !errors.As(err, &sse) {
-		return ""
-	}
-	desc := sse.Desc
-	for _, s := range desc.Servers {
-		var dns *net.DNSError
-		if s.LastError != nil && errors.As(s.LastError, &dns) {
-			host := s.Addr.String()
-			return fmt.Sprintf("hint: the host name %s does not resolve from here (%v): a replica set is reached by the member names of its config (rs.conf()), such as the demo's mongo:27017; "+
-				"make the member names resolve here (DNS, /etc/hosts, or run in the same network). Only for a one-node set such as the demo may a command connect to its one address with directConnection=true (from the demo's host: %s): a direct connection never follows a fail-over", host, dns.Err, demoURI)
-		}
-	}
-	setName := uriOption(uri, "replicaSet")
-	replicaSet := desc.Kind == description.TopologyKindReplicaSet || desc.Kind == description.TopologyKindReplicaSetNoPrimary ||
-		desc.Kind == description.TopologyKindReplicaSetWithPrimary
-	if len(desc.Servers) == 0 && (replicaSet || setName != "") {
-		return fmt.Sprintf("hint: no server answered as a member of replica set %q: the URI's replicaSet differs from the server's set name (rs.status().set), or the server is a standalone; "+
-			"fix replicaSet= (a standalone must become a replica set: docs/operations.md#converting-the-standalone-to-a-one-node-replica-set)", setName)
-	}
-	if setName != "" && desc.Kind == description.TopologyKindSingle && len(desc.Servers) == 1 &&
-		desc.Servers[0].Kind == description.Unknown && desc.Servers[0].LastError == nil {
-		return fmt.Sprintf("hint: %s answers but not as a member of replica set %q: the URI's replicaSet differs from the server's set name (rs.status().set), or the server is a standalone; "+
-			"fix or drop replicaSet= (the demo from its host: %s)", desc.Servers[0].Addr, setName, demoURI)
-	}
-	unreachable := 0
-	var addrs []string
-	for _, s := range desc.Servers {
-		addrs = append(addrs, s.Addr.String())
-		if s.LastError == nil {
-			continue
-		}
-		var ne net.Error
-		if errors.Is(s.LastError, syscall.ECONNREFUSED) || errors.As(s.LastError, &ne) && ne.Timeout() || errors.Is(s.LastError, context.DeadlineExceeded) {
-			unreachable++
-		}
-	}
-	if len(desc.Servers) > 0 && unreachable == len(desc.Servers) {
-		return fmt.Sprintf("hint: nothing answers at %s: check that MongoDB runs and that this host can reach that address and port (the demo from its host: %s)",
-			strings.Join(addrs, ", "), demoURI)
-	}
-	if desc.Kind == description.TopologyKindReplicaSetNoPrimary && len(desc.Servers) > 0 {
-		return fmt.Sprintf("hint: replica set members answer (%s) but none is primary: a new set needs rs.initiate(), otherwise see rs.status() (the commands that write need a primary)", strings.Join(addrs, ", "))
-	}
-	return fmt.Sprintf("hint: no suitable server was found (topology %s); check the URI's hosts and replicaSet=<set name> (the demo from its host: %s)", desc.Kind, demoURI)
-}
-
-// uriOption returns the value of a connection-string option (case
-// insensitive, as the driver reads them), or "".
-func uriOption(uri, name string) string {
-	_, query, ok := strings.Cut(uri, "?")
-	if !ok {
-		return ""
-	}
-	for _, kv := range strings.Split(query, "&") {
-		k, v, _ := strings.Cut(kv, "=")
-		if strings.EqualFold(k, name) {
-			if u, err := url.QueryUnescape(v); err == nil {
-				return u
-			}
-			return v
-		}
-	}
-	return ""
 }

@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// upgradeDocs is the section mongodb.ConnectHint names for a server older
+// than 4.4.
+const upgradeDocs = "docs/operations.md#upgrading-42--44-and-further"
+
 // TestIntegrationOldServerHint (issue 16 defect 13): against MongoDB 4.2
 // (MATERIALIZER_TEST_MONGODB_42_URI, or a mongo:4.2 container when a
 // Docker engine answers) a command fails with the driver's wire-version

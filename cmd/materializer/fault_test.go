@@ -7,8 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.mongodb.org/mongo-driver/v2/mongo/address"
-	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/description"
+	"github.com/normal-oj/noj-materializer/watch"
 )
 
 // TestRunFatalErrorIsJSON pins issue 16 defect 13: a fatal error of `run`
@@ -36,20 +35,6 @@ func TestRunFatalErrorIsJSON(t *testing.T) {
 	}
 	if h := fmt.Sprint(last["hint"]); !strings.HasPrefix(h, "hint: nothing answers at 127.0.0.1:1") {
 		t.Errorf("last line %v: want the hint in a field", last)
-	}
-}
-
-// TestConnectHintOldServer pins issue 16 defect 13: the driver's error for
-// a MongoDB 4.2 server (wire version 8, x/mongo/driver/topology/fsm.go:151)
-// gets a hint naming the upgrade section of the operations guide.
-func TestConnectHintOldServer(t *testing.T) {
-	err := fmt.Errorf("MATERIALIZER_MONGODB_URI: mongodb mongodb://db:27017/: ping: %w",
-		errors.New("server at db:27017 reports wire version 8, but this version of the Go driver requires at least 9 (MongoDB 4.2)"))
-	h := connectHint("mongodb://db:27017/", err)
-	for _, w := range []string{"db:27017", "wire version 8", "4.4", upgradeDocs} {
-		if !strings.Contains(h, w) {
-			t.Errorf("hint %q does not contain %q", h, w)
-		}
 	}
 }
 
@@ -86,22 +71,17 @@ func TestHTTPAddrDefault(t *testing.T) {
 	}
 }
 
-// TestConnectHintNoDirectConnectionAdvice pins issue 16 defect 5: for a
-// real replica set the hints point to replicaSet=, and name
-// directConnection=true only as the demo's one-node exception.
-func TestConnectHintNoDirectConnectionAdvice(t *testing.T) {
-	for _, c := range []struct {
-		uri string
-		err error
-	}{
-		{"mongodb://db:27017/?replicaSet=rs1", selectionError(description.TopologyKindReplicaSetNoPrimary)},
-		{"mongodb://a:1,b:2/?replicaSet=rs0", selectionError(description.TopologyKindReplicaSetNoPrimary,
-			description.Server{Addr: address.Address("a:1"), Kind: description.ServerKindRSSecondary},
-			description.Server{Addr: address.Address("b:2"), Kind: description.ServerKindRSSecondary})},
-	} {
-		h := connectHint(c.uri, c.err)
-		if strings.Contains(h, "directConnection=true") {
-			t.Errorf("%s: hint %q recommends directConnection=true for a replica set", c.uri, h)
-		}
+// TestRunErrorNamesHistoryLostSetting: the engine's exit on lost history
+// names its policy abstractly; run's error names the variable that chose
+// it and the value that would rebuild instead.
+func TestRunErrorNamesHistoryLostSetting(t *testing.T) {
+	f := &watch.Fault{Phase: watch.PhaseStreamNext, Class: watch.HistoryLost, Action: watch.ActExit, Err: watch.ErrHistoryLost}
+	err := runError(fmt.Errorf("lease epoch 3: %w", fmt.Errorf("resume token no longer in the oplog (history-lost policy: exit): %w", f)))
+	if !errors.Is(err, watch.ErrHistoryLost) || !strings.Contains(err.Error(), "MATERIALIZER_HISTORY_LOST=exit") || !strings.Contains(err.Error(), "rebuild") {
+		t.Errorf("run's error: %v", err)
+	}
+	other := errors.New("other")
+	if runError(other) != other {
+		t.Error("another error is changed")
 	}
 }

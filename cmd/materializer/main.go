@@ -56,7 +56,6 @@ type command struct {
 type environment struct {
 	stdin          io.Reader // --dump - (os.Stdin when nil)
 	stdout, stderr io.Writer
-	getenv         func(string) string
 	// progressEvery is how often rebuild and verify report progress
 	// (progressEvery, 5 s, when zero; tests shorten it).
 	progressEvery time.Duration
@@ -79,7 +78,7 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go onSignals(sigs, cancel, os.Stderr, os.Exit)
-	code := runMain(ctx, &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
+	code := runMain(ctx, &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	os.Exit(code)
 }
 

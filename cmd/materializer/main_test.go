@@ -44,7 +44,7 @@ func runCLI(t testing.TB, args ...string) cliResult {
 
 func runCLICtx(ctx context.Context, args ...string) cliResult {
 	var stdout, stderr bytes.Buffer
-	env := &environment{stdout: &stdout, stderr: &stderr, getenv: os.Getenv}
+	env := &environment{stdout: &stdout, stderr: &stderr}
 	code := runMain(ctx, env, args)
 	return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }

@@ -16,6 +16,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/materialize"
@@ -119,7 +120,7 @@ func TestOnlineHomeworkOver16MiB(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), hw.Hex()) || !regexp.MustCompile(`would be \d+ bytes`).MatchString(err.Error()) {
 		t.Fatalf("rebuild outcome: %v", err)
 	}
-	if rejectedWrites(&watch.RebuildReport{}) != nil {
+	if rejectedWrites(&drift.Report{}) != nil {
 		t.Error("a rebuild with no refused write fails")
 	}
 }
@@ -276,7 +277,7 @@ func TestOfflineProgress(t *testing.T) {
 	}
 	run := func(args ...string) cliResult {
 		var stdout, stderr bytes.Buffer
-		env := &environment{stdout: &stdout, stderr: &stderr, getenv: os.Getenv, progressEvery: time.Nanosecond}
+		env := &environment{stdout: &stdout, stderr: &stderr, progressEvery: time.Nanosecond}
 		code := runMain(context.Background(), env, args)
 		return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/normal-oj/noj-materializer/watch"
+	"github.com/normal-oj/noj-materializer/drift"
 )
 
 func TestDatabaseNameRules(t *testing.T) {
@@ -148,7 +148,7 @@ func TestFirstDifferencesIDs(t *testing.T) {
 		}
 		return "[" + strings.Join(s, ",") + "]"
 	}
-	rep := &watch.RebuildReport{Diffs: []watch.Diff{{Collection: "homework", ID: "abc", Path: "studentStatus.alice.7",
+	rep := &drift.Report{Diffs: []drift.Diff{{Collection: "homework", ID: "abc", Path: "studentStatus.alice.7",
 		Stored:  `{"score":{"$numberInt":"0"},"problemStatus":null,"submissionIds":` + ids(300) + `}`,
 		Derived: `{"score":100,"problemStatus":0,"submissionIds":` + ids(300, "ffffffffffffffffffffff01", "ffffffffffffffffffffff02") + `}`}}}
 	var b bytes.Buffer
@@ -170,5 +170,19 @@ func TestFirstDifferencesIDs(t *testing.T) {
 	printReport(&b, rep, "drifted")
 	if !strings.Contains(b.String(), ids(2)) {
 		t.Errorf("a short list was shortened:\n%s", b.String())
+	}
+}
+
+// TestOfflinePathErrorsNameTheFlag: the offline library's path errors
+// name no flag; the command words them with the one that gave the path.
+func TestOfflinePathErrorsNameTheFlag(t *testing.T) {
+	cleanConfigEnv(t)
+	dir := filepath.Join(t.TempDir(), "normal-oj")
+	if r := runCLI(t, "seed", "--users", "2", "--submissions", "5", "--out", dir); r.code != exitOK {
+		t.Fatalf("seed: %v", r)
+	}
+	r := runCLI(t, "rebuild", "--dump", dir, "--out", filepath.Join(dir, "out"))
+	if r.code != exitConfig || !strings.Contains(r.stderr, "--out") || !strings.Contains(r.stderr, "inside the input dump") {
+		t.Fatalf("want exit 2 naming --out and the reason\n%v", r)
 	}
 }

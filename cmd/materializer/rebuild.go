@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/internal/offline"
@@ -99,63 +100,23 @@ exits 130 or 143 (a second signal exits at once).`)
 	return rebuildOnline(ctx, env, db, db.Standalone(), cfg, log, opts, textProgress(env, "rebuild", *quiet))
 }
 
-// rebuildTarget is what an online rebuild needs of the database.
-type rebuildTarget interface {
-	watch.Store
-	watch.Feed
-	resume.Store
-	resume.LeaseStore
-}
-
-// rebuildOnline rebuilds db (dry run: reports only). It writes under the
-// lease and saves the checkpoint a following run starts from, then prints
-// the start that checkpoint holds (read back while the lease is held, so
-// it is what was saved: 30 s before the cluster time read before the scan).
-// On a standalone mongod (no oplog) it writes the values and saves no
-// checkpoint, and says so. progressSink receives progress reports.
-// It fails when the server refused some writes for good.
-func rebuildOnline(ctx context.Context, env *environment, db rebuildTarget, standalone bool, cfg *Config, log zerolog.Logger, opts watch.RebuildOptions, progressSink progress.Sink) error {
-	if opts.DryRun {
-		opts.Progress = progress.New(progressSink, nil, env.every(), 0)
-		rep, err := watch.Rebuild(ctx, db, materialize.NewDeriver(), opts)
-		if err != nil {
-			return err
-		}
-		printReport(env.stdout, rep, "would change")
-		return nil
-	}
-	// The rebuild moves the checkpoint, so it runs under the lease (renewed
-	// while it runs, writes guarded): it must not race a running sidecar.
-	leader := &watch.Leader{Leases: db, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL, Log: log,
-		NewEngine: func(epoch int64) *watch.Engine {
-			return &watch.Engine{Store: db, Feed: db, Checkpoints: db, Log: log, Progress: progressSink,
-				Config: watch.Config{Epoch: epoch, Owner: cfg.InstanceID}}
-		}}
-	var (
-		rep   *watch.RebuildReport
-		saved resume.Checkpoint
-	)
-	err := leader.Do(ctx, func(ctx context.Context, eng *watch.Engine) error {
-		var err error
-		if standalone {
-			rep, err = watch.Rebuild(ctx, db, materialize.NewDeriver(), watch.RebuildOptions{Guard: eng.WriteGuard,
-				Progress: progress.New(progressSink, nil, env.every(), 0)})
-			return err
-		}
-		if rep, err = eng.RebuildAndCheckpoint(ctx); err != nil {
-			return err
-		}
-		saved, _, err = db.LoadCheckpoint(ctx)
-		if err != nil {
-			return fmt.Errorf("read back the saved checkpoint: %w", err)
-		}
-		return nil
-	})
+// rebuildOnline rebuilds db (watch.RebuildOnline; dry run: reports only)
+// and prints the report and the start the saved checkpoint holds (30 s
+// before the cluster time read before the scan), or, on a standalone
+// mongod (no oplog), that none was saved. progressSink receives progress
+// reports. It fails when the server refused some writes for good.
+func rebuildOnline(ctx context.Context, env *environment, db watch.RebuildTarget, standalone bool, cfg *Config, log zerolog.Logger, opts watch.RebuildOptions, progressSink progress.Sink) error {
+	rep, saved, err := watch.RebuildOnline(ctx, db, watch.OnlineRebuildOptions{DryRun: opts.DryRun, MaxDiffs: opts.MaxDiffs,
+		Standalone: standalone, Owner: cfg.InstanceID, TTL: cfg.LeaseTTL, Log: log, Progress: progressSink, ProgressEvery: env.every()})
 	if errors.Is(err, watch.ErrLeaseHeld) {
 		return fmt.Errorf("%w; stop the running instance or wait, then retry", err)
 	}
 	if err != nil {
 		return err
+	}
+	if opts.DryRun {
+		printReport(env.stdout, rep, "would change")
+		return nil
 	}
 	printReport(env.stdout, rep, "written")
 	printRebuildCheckpoint(env.stdout, rep, saved, standalone)
@@ -164,7 +125,7 @@ func rebuildOnline(ctx context.Context, env *environment, db rebuildTarget, stan
 
 // printRebuildCheckpoint says where the next run starts: the start the
 // saved checkpoint holds, or, on a standalone mongod, that none was saved.
-func printRebuildCheckpoint(w io.Writer, rep *watch.RebuildReport, saved resume.Checkpoint, standalone bool) {
+func printRebuildCheckpoint(w io.Writer, rep *drift.Report, saved resume.Checkpoint, standalone bool) {
 	if standalone {
 		fmt.Fprintln(w, "checkpoint: none saved: the server is a standalone mongod, which has no oplog and no change stream to resume.")
 		fmt.Fprintln(w, "  The values above are written; 'run' needs a replica set (docs/operations.md), and its first start there rebuilds again.")
@@ -223,35 +184,31 @@ func loadDump(ctx context.Context, dir, database string) (dump.Dir, *memstore.St
 	return d, st, nil
 }
 
-// openDump opens the dump --dump names, for every offline command:
-// database's directory in it (MATERIALIZER_DATABASE), holding all four
-// source collections, each once (not both X.bson and X.bson.gz). Its
-// errors are usage errors (exit 2).
+// openDump opens the dump --dump names, for every offline command
+// (dump.Open): database's directory in it (MATERIALIZER_DATABASE),
+// holding all four source collections, each once (not both X.bson and
+// X.bson.gz). Its errors are usage errors (exit 2).
 func openDump(dir, database string) (dump.Dir, error) {
-	d, err := dump.Resolve(dir, database)
-	var nf *dump.NotFoundError
-	switch {
-	case errors.As(err, &nf) && len(nf.Others) > 0:
-		return d, &configError{fmt.Sprintf("%v: set %s_DATABASE to the dumped database's name (it is %q)", err, envPrefix, database)}
-	case errors.As(err, &nf):
-		return d, &configError{fmt.Sprintf("%v (%s_DATABASE is %q)", err, envPrefix, database)}
-	case err != nil:
-		return d, &configError{err.Error()}
-	}
-	if err := checkComplete(d); err != nil {
-		return d, err
+	d, err := dump.Open(dir, database)
+	if err != nil {
+		return d, dumpError(err, database)
 	}
 	return d, nil
 }
 
-// checkComplete refuses a dump missing one of the four source collections
-// (a missing one would read as empty and verify as clean).
-func checkComplete(d dump.Dir) error {
-	if missing := d.Missing(); len(missing) > 0 {
-		return &configError{fmt.Sprintf("dump %s has no %s: a dump must hold all of %s (a missing one would verify as empty)",
-			d.Path, strings.Join(dotBSON(missing), ", "), strings.Join(dotBSON(dump.Sources), ", "))}
+// dumpError words an error opening a dump or an archive as a usage error,
+// telling to set MATERIALIZER_DATABASE when the dump holds another
+// database's collections.
+func dumpError(err error, database string) error {
+	var nf *dump.NotFoundError
+	var ie *dump.IncompleteError
+	switch {
+	case errors.As(err, &nf) && len(nf.Others) > 0, errors.As(err, &ie) && ie.NoneFound:
+		return &configError{fmt.Sprintf("%v: set %s_DATABASE to the dumped database's name (it is %q)", err, envPrefix, database)}
+	case errors.As(err, &nf):
+		return &configError{fmt.Sprintf("%v (%s_DATABASE is %q)", err, envPrefix, database)}
 	}
-	return nil
+	return &configError{err.Error()}
 }
 
 // progressEvery is how often rebuild and verify report progress.
@@ -276,7 +233,7 @@ func textProgress(env *environment, what string, quiet bool) progress.Sink {
 // rejectedWrites fails a rebuild some of whose writes the server refused
 // for good (a homework grown past 16 MiB, a validator): the values were
 // counted and logged, but the database is not repaired.
-func rejectedWrites(rep *watch.RebuildReport) error {
+func rejectedWrites(rep *drift.Report) error {
 	if rep.Rejected == 0 {
 		return nil
 	}
@@ -339,7 +296,7 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 	}
 	if out != "" {
 		if err := offline.CheckOut(d, out); err != nil {
-			return &configError{err.Error()}
+			return &configError{withPathFlag(err).Error()}
 		}
 	}
 	return runOfflineDump(ctx, env, d, nil, out, maxDiffs, quiet, what)
@@ -350,6 +307,7 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write func(context.Context, map[string]dump.Rewrite) error, out string, maxDiffs int, quiet bool, what string) error {
 	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
 	rep, err := offline.Run(ctx, d, offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog, Write: write})
+	err = withPathFlag(err)
 	if ctx.Err() != nil && err != nil {
 		return err // interrupted: no report
 	}
@@ -377,12 +335,18 @@ func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write fun
 	return nil
 }
 
-func dotBSON(colls []string) []string {
-	out := make([]string, len(colls))
-	for i, c := range colls {
-		out[i] = c + ".bson"
+// withPathFlag words an offline.PathError with the flag that gave its
+// path (--dump or --out); other errors are returned as they are.
+func withPathFlag(err error) error {
+	var pe *offline.PathError
+	if !errors.As(err, &pe) {
+		return err
 	}
-	return out
+	flag := "--out"
+	if pe.Input {
+		flag = "--dump"
+	}
+	return fmt.Errorf("%s: %w", flag, err)
 }
 
 func cmdVerify(ctx context.Context, env *environment, args []string) error {
@@ -442,7 +406,7 @@ Progress goes to stderr every few seconds on long work (--quiet: none).`)
 }
 
 // printReport prints a rebuild or verify report.
-func printReport(w io.Writer, rep *watch.RebuildReport, verb string) {
+func printReport(w io.Writer, rep *drift.Report, verb string) {
 	fmt.Fprintf(w, "submissions read: %d\n", rep.Submissions)
 	fmt.Fprintf(w, "users: %d compared, %d %s\n", rep.Users, rep.DriftedUsers, verb)
 	fmt.Fprintf(w, "entries: %d compared, %d %s\n", rep.Entries, rep.DriftedEntries, verb)
@@ -557,7 +521,7 @@ func printStatus(w io.Writer, cp resume.Checkpoint, ok bool, now bson.Timestamp)
 // have stored counts (they drifted to 0): right for a site whose
 // submissions were all deleted, but a truncated or emptied submission
 // file looks the same, and a rebuild writes the zeros.
-func warnNoSubmissions(w io.Writer, rep *watch.RebuildReport) {
+func warnNoSubmissions(w io.Writer, rep *drift.Report) {
 	if rep.Submissions == 0 && rep.DriftedUsers > 0 {
 		fmt.Fprintf(w, "warning: the dump holds no submission, yet %d users have stored counts above 0, derived as 0: check that submission.bson is complete (a truncated or empty file looks the same)\n", rep.DriftedUsers)
 	}

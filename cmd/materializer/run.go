@@ -101,10 +101,20 @@ others stand by. SIGINT/SIGTERM stop it cleanly (exit 0).`)
 	}
 	log.Info().Str("database", cfg.Database).Str("instance", cfg.InstanceID).Msg("starting")
 	if err := leader.Run(ctx); err != nil {
-		return err
+		return runError(err)
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// runError words the engine's exit on lost history, which names the
+// policy abstractly, with the variable that chose it.
+func runError(err error) error {
+	var f *watch.Fault
+	if errors.As(err, &f) && f.Class == watch.HistoryLost && f.Action == watch.ActExit {
+		return fmt.Errorf("%w (%s_HISTORY_LOST=exit; with rebuild the daemon rebuilds and streams from the rebuild's start time)", err, envPrefix)
+	}
+	return err
 }
 
 // loggedError is an error already logged as a log line; runMain exits
@@ -158,7 +168,7 @@ func openMongo(ctx context.Context, cfg *Config, log zerolog.Logger) (*mongodb.D
 		return nil, withConnectHint(cfg.MongoDBURI, fmt.Errorf("%s_MONGODB_URI: %w", envPrefix, err)) // err names the redacted URI
 	}
 	log.Info().Str("uri", mongodb.Redact(cfg.MongoDBURI)).Str("database", cfg.Database).Msg("connected to MongoDB")
-	if !cfg.readOnly && strings.EqualFold(uriOption(cfg.MongoDBURI, "directConnection"), "true") && !db.Standalone() {
+	if !cfg.readOnly && strings.EqualFold(mongodb.URIOption(cfg.MongoDBURI, "directConnection"), "true") && !db.Standalone() {
 		log.Warn().Msg("directConnection=true: every command goes to this one server, and a fail-over is never followed (writes then fail until a restart); use the replica set's URI with replicaSet=<set name> (fine for a one-node set such as the demo)")
 	}
 	if cfg.CreateIndexes && !cfg.readOnly {

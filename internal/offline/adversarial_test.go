@@ -12,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 	"github.com/normal-oj/noj-materializer/watch"
@@ -138,7 +139,7 @@ func checkDiffsSameAsOnline(t *testing.T, docs materialize.Docs, userBits uint, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	str := func(ds []watch.Diff) []string {
+	str := func(ds []drift.Diff) []string {
 		var out []string
 		for _, d := range ds {
 			out = append(out, fmt.Sprintf("%+v", d))

@@ -37,10 +37,10 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/progress"
-	"github.com/normal-oj/noj-materializer/watch"
 )
 
 // Options control a Run.
@@ -85,14 +85,29 @@ func (e *TooLargeError) Error() string {
 		strings.Join(parts, ", "), materialize.MaxDocumentSize)
 }
 
+// PathError is a problem with a path a run was given: the output the
+// corrected copy goes to (Options.Out, CheckOut's out) or, when Input,
+// the dump it reads. Err names the path; a command words it with the
+// option that gave the path.
+type PathError struct {
+	Input bool // the dump read, not the output
+	Err   error
+}
+
+func (e *PathError) Error() string { return e.Err.Error() }
+func (e *PathError) Unwrap() error { return e.Err }
+
+// outputError marks err as a problem with the output.
+func outputError(err error) error { return &PathError{Err: err} }
+
 // CheckOut checks, before any work, that out can receive the corrected
 // copy of dump d: it is not inside the dump (nor the dump itself), even
 // through a symbolic link of either path, not a file, and empty or
-// absent (dump.CheckOutput). Errors say which.
+// absent (dump.CheckOutput). Errors are *PathErrors saying which.
 func CheckOut(d dump.Dir, out string) error {
 	outAbs, err := dump.ResolvePath(out)
 	if err != nil {
-		return fmt.Errorf("--out %s: %w", out, err)
+		return outputError(fmt.Errorf("output %s: %w", out, err))
 	}
 	for _, in := range []string{d.Root, d.Path} {
 		if in == "" {
@@ -100,14 +115,14 @@ func CheckOut(d dump.Dir, out string) error {
 		}
 		inAbs, err := dump.ResolvePath(in)
 		if err != nil {
-			return fmt.Errorf("--dump %s: %w", in, err)
+			return &PathError{Input: true, Err: fmt.Errorf("dump %s: %w", in, err)}
 		}
 		if rel, err := filepath.Rel(inAbs, outAbs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return fmt.Errorf("--out %s is inside the input dump %s (write the copy elsewhere)", out, in)
+			return outputError(fmt.Errorf("output %s is inside the input dump %s (write the copy elsewhere)", out, in))
 		}
 	}
 	if err := dump.CheckOutput(out); err != nil {
-		return fmt.Errorf("--out: %w", err)
+		return outputError(err)
 	}
 	return nil
 }
@@ -293,8 +308,9 @@ type entry struct {
 const deadUser = math.MaxUint32
 
 type user struct {
-	stored watch.StoredUser
-	fix    *materialize.UserStats
+	stored   materialize.UserStats
+	storedOK bool // stored was read (false: missing or unreadable)
+	fix      *materialize.UserStats
 }
 
 // slot is a document in file order and, when it was decoded and is the
@@ -307,7 +323,7 @@ type slot[T any] struct {
 // state is one Run's catalog, stored values and results.
 type state struct {
 	opts      Options
-	rep       *watch.RebuildReport
+	rep       *drift.Report
 	cat       *materialize.Catalog
 	hws       []*homework              // decoded homeworks in file order
 	homeworks map[bson.ObjectID]uint32 // _id → index in hws of the last one
@@ -358,10 +374,11 @@ func (s *state) underived() uint32 { return uint32(len(s.problemIDs)) }
 // failed or interrupted run leaves nothing that blocks a retry. The report
 // counts what drifted; the error is a *TooLargeError when a corrected
 // homework would exceed 16 MiB (the report is returned too), ctx.Err()
-// when ctx was done (checked between documents in every phase), or a read
-// or write error.
-func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, error) {
-	s := &state{opts: opts, rep: &watch.RebuildReport{}, cat: materialize.NewCatalog(),
+// when ctx was done (checked between documents in every phase), a
+// *PathError when the output cannot be created or moved into place, or a
+// read or write error.
+func Run(ctx context.Context, d dump.Dir, opts Options) (*drift.Report, error) {
+	s := &state{opts: opts, rep: &drift.Report{}, cat: materialize.NewCatalog(),
 		homeworks: make(map[bson.ObjectID]uint32), ids: make(map[string]uint32), dupKeys: make(map[string]uint32),
 		bad: make(map[string]map[string]*materialize.DecodeError)}
 	var out *dump.Output
@@ -369,7 +386,7 @@ func Run(ctx context.Context, d dump.Dir, opts Options) (*watch.RebuildReport, e
 		// Created before any work, so an unwritable place fails at once.
 		var err error
 		if out, err = dump.CreateOutput(opts.Out); err != nil {
-			return nil, fmt.Errorf("--out: %w", err)
+			return nil, outputError(err)
 		}
 		defer out.Remove() // nothing once committed
 	}
@@ -430,7 +447,7 @@ func (s *state) write(ctx context.Context, d dump.Dir, out *dump.Output) error {
 		return err
 	}
 	if err := out.Commit(); err != nil {
-		return fmt.Errorf("--out: %w", err)
+		return outputError(err)
 	}
 	return nil
 }
@@ -609,7 +626,7 @@ func (s *state) readCatalog(ctx context.Context, d dump.Dir) error {
 		}
 		// A later document with the same _id replaces an earlier one, as a
 		// store keyed by _id would.
-		u := &user{stored: watch.StoredUser{Stats: st, OK: ok}}
+		u := &user{stored: st, storedOK: ok}
 		s.docs[s.intern([]byte(name))] = u
 		if s.opts.Out != "" {
 			s.userOrder = append(s.userOrder, slot[user]{raw: raw, of: u})
@@ -1061,12 +1078,12 @@ func replayBefore(a, b *record) bool {
 // compareUser compares a user's derived fields with its document's.
 func (s *state) compareUser(name string, u *user, st materialize.UserStats) {
 	s.rep.Users++
-	if u.stored.OK && u.stored.Stats.Equal(st) {
+	if u.storedOK && u.stored.Equal(st) {
 		return
 	}
 	s.rep.DriftedUsers++
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
-		s.rep.Diffs = append(s.rep.Diffs, watch.UserDiff(name, u.stored, st))
+		s.rep.Diffs = append(s.rep.Diffs, drift.UserDiff(name, u.stored, u.storedOK, st))
 	}
 	u.fix = &st
 }
@@ -1084,7 +1101,7 @@ func (s *state) compare(e *entry, name string, d *materialize.Entry) {
 	s.rep.DriftedEntries++
 	pk := s.problemKey(e.problem, key)
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
-		s.rep.Diffs = append(s.rep.Diffs, watch.EntryDiff(hw.h.ID, name, pk, v, true, *d))
+		s.rep.Diffs = append(s.rep.Diffs, drift.EntryDiff(hw.h.ID, name, pk, v, true, *d))
 	}
 	hw.drifted = true
 	hw.grow += d.EncodedSize() - len(v.Value)

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/materialize"
@@ -28,7 +29,7 @@ const allDiffs = 1 << 20
 
 // online runs the online rebuild (watch.Rebuild over memstore, the same
 // documents) and returns its report and the documents it left.
-func online(t *testing.T, docs materialize.Docs) (*watch.RebuildReport, *memstore.Store) {
+func online(t *testing.T, docs materialize.Docs) (*drift.Report, *memstore.Store) {
 	t.Helper()
 	st := loadStore(t, docs)
 	rep, err := watch.Rebuild(context.Background(), st, materialize.NewDeriver(), watch.RebuildOptions{MaxDiffs: allDiffs})
@@ -79,7 +80,7 @@ func checkSameAsOnline(t *testing.T, docs materialize.Docs) materialize.Docs {
 	root := t.TempDir()
 	d := writeTestDump(t, filepath.Join(root, "in"), docs)
 	want, st := online(t, docs)
-	diffs := func(rep *watch.RebuildReport) []string {
+	diffs := func(rep *drift.Report) []string {
 		var out []string
 		for _, d := range rep.Diffs {
 			out = append(out, fmt.Sprintf("%+v", d))
@@ -105,7 +106,7 @@ func checkSameAsOnline(t *testing.T, docs materialize.Docs) materialize.Docs {
 		if g, w := diffs(got), diffs(want); !slices.Equal(g, w) {
 			t.Fatalf("out %q: diffs differ\noffline %q\nonline  %q", o, g, w)
 		}
-		malformed := func(rep *watch.RebuildReport) []string {
+		malformed := func(rep *drift.Report) []string {
 			var out []string
 			for _, m := range rep.Malformed {
 				out = append(out, m.Error())

@@ -1,0 +1,71 @@
+package dump_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/normal-oj/noj-materializer/dump"
+)
+
+// TestOpenRefusesIncompleteDump: Open resolves a dump directory and
+// refuses one missing a source collection (it would read as empty and
+// verify as clean), naming what is missing and no configuration variable.
+func TestOpenRefusesIncompleteDump(t *testing.T) {
+	root := t.TempDir()
+	db := filepath.Join(root, "normal-oj")
+	if err := os.MkdirAll(db, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"user", "problem", "homework"} {
+		if err := os.WriteFile(filepath.Join(db, c+".bson"), nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := dump.Open(root, "normal-oj")
+	var ie *dump.IncompleteError
+	if !errors.As(err, &ie) || ie.NoneFound {
+		t.Fatalf("Open: %v (%T), want an *IncompleteError", err, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "has no submission.bson") || !strings.Contains(msg, db) || strings.Contains(msg, "MATERIALIZER") {
+		t.Errorf("Open: %q", msg)
+	}
+	if err := os.WriteFile(filepath.Join(db, "submission.bson.gz"), nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	d, err := dump.Open(root, "normal-oj")
+	if err != nil || d.Path != db {
+		t.Fatalf("Open of a complete dump: %+v, %v", d, err)
+	}
+	var nf *dump.NotFoundError
+	if _, err := dump.Open(root, "other"); !errors.As(err, &nf) || len(nf.Others) != 1 {
+		t.Errorf("Open of another database's dump: %v, want a *NotFoundError naming normal-oj", err)
+	}
+}
+
+// TestCheckComplete: an archive's namespaces must hold the database's four
+// source collections; with none of them, the error lists the archive's
+// databases.
+func TestCheckComplete(t *testing.T) {
+	all := func(db string) []dump.Namespace {
+		var ns []dump.Namespace
+		for _, c := range dump.Sources {
+			ns = append(ns, dump.Namespace{DB: db, Collection: c})
+		}
+		return ns
+	}
+	if err := dump.CheckComplete("a.archive", all("normal-oj"), "normal-oj"); err != nil {
+		t.Errorf("complete archive: %v", err)
+	}
+	var ie *dump.IncompleteError
+	err := dump.CheckComplete("a.archive", all("normal-oj")[1:], "normal-oj")
+	if !errors.As(err, &ie) || ie.NoneFound || !strings.Contains(err.Error(), "archive a.archive has no normal-oj.user") {
+		t.Errorf("archive missing user: %v", err)
+	}
+	err = dump.CheckComplete("a.archive", all("site"), "normal-oj")
+	if !errors.As(err, &ie) || !ie.NoneFound || !strings.Contains(err.Error(), "its databases are site") || strings.Contains(err.Error(), "MATERIALIZER") {
+		t.Errorf("archive of another database: %v", err)
+	}
+}
