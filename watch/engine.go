@@ -150,7 +150,8 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // Run tails the change stream until ctx is cancelled (then it returns nil
 // once no write is in flight: an unfinished batch is abandoned and its
-// token not saved) or the fault policy decides to exit or stand by (the
+// token not saved; the batches processed whole are saved, Config.
+// CheckpointEvery) or the fault policy decides to exit or stand by (the
 // error, a *Fault, is returned). With no checkpoint it rebuilds first and
 // streams from the rebuild's start time.
 //
