@@ -244,3 +244,44 @@ func TestEchoesShareTheNextBatch(t *testing.T) {
 	}
 	checkConverged(t, f.st, "after the echoes")
 }
+
+// countingHomeworks counts the Homeworks reads.
+type countingHomeworks struct {
+	*memstore.Store
+	reads int
+}
+
+func (c *countingHomeworks) Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
+	c.reads++
+	return c.Store.Homeworks(ctx, ids, users)
+}
+
+// TestEchoBatchReadsHomeworksOnce: the echoes of a landing (the user's
+// derived fields, the entry studentStatus.<user>.<problem>, which also
+// reads as user "<user>.<problem>"'s whole status) read the homework once:
+// the read that expands the second reading serves the derivation too
+// (before, twice). Nothing is written: the values are those stored.
+func TestEchoBatchReadsHomeworksOnce(t *testing.T) {
+	f := newFixture(t)
+	drain(t, f.st)
+	id := f.submit(t, f.end.Add(-time.Hour))
+	f.land(t, id, 0, 100)
+	drain(t, f.st)
+	before := f.st.OplogLen()
+	ch := &countingHomeworks{Store: f.st}
+	eng := &watch.Engine{Store: ch, Feed: f.st, Checkpoints: f.st, Log: zerolog.Nop()}
+	echoes := []watch.Event{
+		{Change: materialize.Change{Op: materialize.OpUpdate, Collection: materialize.CollUser, UserID: fxUser,
+			Fields: []string{materialize.FieldSubmission, materialize.FieldACSubmission, materialize.FieldACProblemIDs}}},
+		{Change: materialize.Change{Op: materialize.OpUpdate, Collection: materialize.CollHomework, HomeworkID: f.hw,
+			Fields: []string{materialize.FieldStudentStatus + "." + fxUser + "." + materialize.ProblemKey(fxProblem)}}},
+	}
+	must(eng.ProcessBatch(context.Background(), echoes))
+	if ch.reads != 1 {
+		t.Errorf("%d Homeworks reads for a batch of echoes, want 1", ch.reads)
+	}
+	if n := f.st.OplogLen(); n != before {
+		t.Errorf("%d writes for echoes of values already stored, want none", n-before)
+	}
+	checkConverged(t, f.st, "after the echoes")
+}

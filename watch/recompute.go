@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -26,6 +27,33 @@ type Outcome struct {
 	Reads           int // source read calls
 
 	resets []resetRef // entries whose key is no problem id: start value
+	hwRead *hwRead    // the homeworks expandHomeworks read, for derive to reuse
+}
+
+// hwRead is one Homeworks read: the ids and users asked for, and the
+// documents returned.
+type hwRead struct {
+	ids   map[bson.ObjectID]bool
+	users map[string]bool
+	docs  map[bson.ObjectID]*HomeworkDoc
+}
+
+// covers reports whether r answers a read of ids for users.
+func (r *hwRead) covers(ids []bson.ObjectID, users []string) bool {
+	if r == nil {
+		return false
+	}
+	for _, id := range ids {
+		if !r.ids[id] {
+			return false
+		}
+	}
+	for _, u := range users {
+		if !r.users[u] {
+			return false
+		}
+	}
+	return true
 }
 
 // resetRef names an entry whose key no problem id renders to.
@@ -207,14 +235,42 @@ func expandHomeworks(ctx context.Context, src Source, keys *materialize.Keys, ou
 			ids = append(ids, hu.Homework)
 			users = append(users, hu.User)
 		}
-		docs, bad, err := src.Homeworks(ctx, uniqueIDs(ids), uniqueStrings(users))
+		// The same homeworks are read for the users of the pairs known so
+		// far too: derive reuses this read when it needs no other
+		// homework and no other user (a batch of echoes: the entry path
+		// studentStatus.<u>.<p> is also read as user "<u>.<p>"), one
+		// read instead of two, both at the batch's causal point.
+		hwIDs, hwUsers := uniqueIDs(ids), uniqueStrings(users)
+		named := make(map[string]bool, len(hwUsers))
+		for _, u := range hwUsers {
+			named[u] = true
+		}
+		all := append([]string(nil), hwUsers...)
+		for p := range keys.Pairs {
+			all = append(all, p.User)
+		}
+		all = uniqueStrings(all)
+		docs, bad, err := src.Homeworks(ctx, hwIDs, all)
 		out.Reads++
 		if err != nil {
 			return fmt.Errorf("read homeworks: %w", err)
 		}
 		out.Malformed = append(out.Malformed, bad...)
 		for _, d := range docs {
-			out.Malformed = append(out.Malformed, d.Skipped...) // a named user's value is not a document
+			for _, sk := range d.Skipped {
+				// A named user's value is not a document (the pairs'
+				// users are reported as before: not here).
+				if u, ok := strings.CutPrefix(sk.Field, materialize.FieldStudentStatus+"."); ok && named[u] {
+					out.Malformed = append(out.Malformed, sk)
+				}
+			}
+		}
+		out.hwRead = &hwRead{ids: make(map[bson.ObjectID]bool, len(hwIDs)), users: make(map[string]bool, len(all)), docs: docs}
+		for _, id := range hwIDs {
+			out.hwRead.ids[id] = true
+		}
+		for _, u := range all {
+			out.hwRead.users[u] = true
 		}
 		for hu := range keys.HomeworkUsers {
 			if d, ok := docs[hu.Homework]; ok {
@@ -393,12 +449,27 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 	for _, r := range out.resets {
 		hwSet[r.homework] = struct{}{}
 	}
-	hws, bad, err := src.Homeworks(ctx, sortedIDs(hwSet), sortedStrings(pairUsers))
-	out.Reads++
-	if err != nil {
-		return fmt.Errorf("read homeworks: %w", err)
+	hwIDs, hwUsers := sortedIDs(hwSet), sortedStrings(pairUsers)
+	var hws map[bson.ObjectID]*HomeworkDoc
+	if out.hwRead.covers(hwIDs, hwUsers) {
+		// expandHomeworks read these homeworks for these users (and
+		// reported what could not be decoded); extra users' entries in
+		// them are never looked at (every use is per pair).
+		hws = make(map[bson.ObjectID]*HomeworkDoc, len(hwIDs))
+		for _, id := range hwIDs {
+			if d, ok := out.hwRead.docs[id]; ok {
+				hws[id] = d
+			}
+		}
+	} else {
+		var bad []*materialize.DecodeError
+		hws, bad, err = src.Homeworks(ctx, hwIDs, hwUsers)
+		out.Reads++
+		if err != nil {
+			return fmt.Errorf("read homeworks: %w", err)
+		}
+		out.Malformed = append(out.Malformed, bad...)
 	}
-	out.Malformed = append(out.Malformed, bad...)
 	get := func(id bson.ObjectID) *materialize.Homework {
 		if h, ok := hws[id]; ok {
 			return &h.Homework
