@@ -91,9 +91,11 @@ tidy-check: ## Fail when a go.mod/go.sum (root and nested modules) is not tidy: 
 # directly, without the tag, fails here: use startMongoContainer/startContainer.
 HEAVY_TEST_DEPS := github.com/testcontainers/|github.com/prometheus/prometheus/
 
-deps-check: ## Fail when make test's build links a test-only heavy dependency (HEAVY_TEST_DEPS)
+deps-check: ## Fail when make test's build links a test-only heavy dependency (HEAVY_TEST_DEPS), or the binary the in-memory store
 	@if $(GO) list -deps -test $(PKGS) | grep -E '^($(HEAVY_TEST_DEPS))'; then \
 	  echo "make test links the packages above: keep testcontainers behind -tags integration and PromQL in deploy/monitoring" >&2; exit 1; fi
+	@if $(GO) list -deps ./cmd/materializer | grep -x 'github.com/normal-oj/noj-materializer/internal/memstore'; then \
+	  echo "the materializer binary links the in-memory store: it serves tests and simulation only (offline commands stream dumps)" >&2; exit 1; fi
 
 test-monitoring: ## The monitoring kit's PromQL checks (module deploy/monitoring: github.com/prometheus/prometheus's parser); CI runs it
 	cd deploy/monitoring && $(GO) test -count=1 $(TESTFLAGS) ./...

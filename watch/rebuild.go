@@ -47,7 +47,7 @@ type RebuildReport = drift.Report
 // there misses nothing that changed during the rebuild. Submissions are
 // streamed in (user, problem, timestamp, _id) order; memory holds the
 // catalog (problems, homeworks with entry values, users) and one group.
-func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts RebuildOptions) (*drift.Report, error) {
+func Rebuild(ctx context.Context, st RebuildStore, d *materialize.Deriver, opts RebuildOptions) (*drift.Report, error) {
 	if opts.FlushEvery <= 0 {
 		opts.FlushEvery = 10_000
 	}
@@ -105,12 +105,10 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 	onKeys := func(_ map[bson.ObjectID][]materialize.Pair, err error) error { return skipped(err) }
 	sink := &rebuildSink{ctx: ctx, st: st, opts: opts, rep: rep, users: users, stored: stored,
 		onErr: func(_ *Writes, err error) error { return skipped(err) }}
-	// The pairs' results borrow the Deriver's buffers (the sink keeps a
-	// Clone of what drifted); d is the caller's, shared with the
-	// incremental path, which keeps every result.
-	defer func(reuse bool) { d.Reuse = reuse }(d.Reuse)
-	d.Reuse = true
-	b := materialize.NewBuilder(d, cat, sink)
+	// The pairs' results borrow a BulkDeriver's buffers (the sink keeps a
+	// Clone of what drifted); it shares d's compiled programs, and d, the
+	// caller's, shared with the incremental path, keeps owning its results.
+	b := materialize.NewBulkBuilder(d.Bulk(), cat, sink)
 
 	var group []materialize.Submission
 	keys := make(map[bson.ObjectID][]materialize.Pair)
@@ -192,7 +190,7 @@ func Rebuild(ctx context.Context, st Store, d *materialize.Deriver, opts Rebuild
 // the differing ones into bulk writes.
 type rebuildSink struct {
 	ctx    context.Context
-	st     Store
+	st     RebuildStore
 	opts   RebuildOptions
 	rep    *drift.Report
 	onErr  func(*Writes, error) error
@@ -229,7 +227,7 @@ func (s *rebuildSink) Entry(h bson.ObjectID, user, pk string, e materialize.Entr
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
 		s.rep.Diffs = append(s.rep.Diffs, drift.EntryDiff(h, user, pk, v, ok, e))
 	}
-	// e may be the Deriver's until the next pair (Deriver.Reuse).
+	// e is the BulkDeriver's until the next pair.
 	s.w.Entries = append(s.w.Entries, EntryWrite{Homework: h, User: user, ProblemKey: pk, Entry: e.Clone()})
 	return s.maybeFlush()
 }

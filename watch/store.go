@@ -10,8 +10,9 @@ import (
 
 // The interfaces below are what the engine needs from a database. The
 // mongodb package implements them on a MongoDB replica set, memstore in
-// memory (tests, simulation, offline dumps). Every method takes sets of
-// keys so that one batch costs one round trip per kind of read.
+// memory (tests and simulation); internal/storetest checks both against
+// one suite. Every method takes sets of keys so that one batch costs one
+// round trip per kind of read.
 
 // readAfterKey is the context key of WithReadAfter.
 type readAfterKey struct{}
@@ -151,7 +152,16 @@ type Scanner interface {
 	ClusterTime(ctx context.Context) (bson.Timestamp, error)
 }
 
-// Store is everything the engine and the rebuild need from one database.
+// RebuildStore is what Rebuild needs: the scans, the writes and the key
+// index, no Source reads.
+type RebuildStore interface {
+	Scanner
+	Writer
+	KeyIndex
+}
+
+// Store is everything the engine needs from one database: Recompute
+// reads a Source and a KeyIndex, Rebuild a RebuildStore.
 type Store interface {
 	Source
 	Writer

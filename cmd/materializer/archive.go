@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/normal-oj/noj-materializer/dump"
-	"github.com/normal-oj/noj-materializer/internal/memstore"
+	"github.com/normal-oj/noj-materializer/explain"
 	"github.com/normal-oj/noj-materializer/progress"
 )
 
@@ -128,18 +128,27 @@ func archiveComplete(name string, colls []dump.Namespace, database string) error
 	return nil
 }
 
-// loadOfflineStore reads the dump --dump names (a directory or an
-// archive) into an in-memory store, and says what it read.
-func loadOfflineStore(ctx context.Context, env *environment, path, database string) (*memstore.Store, string, error) {
+// readOfflineInput reads what explaining (user, problem) reads from the
+// dump --dump names (a directory or an archive), streaming it, and says
+// what it read.
+func readOfflineInput(ctx context.Context, env *environment, path, database, user string, problem int64) (*explain.Input, string, error) {
 	if !isArchive(path) {
-		d, st, err := loadDump(ctx, path, database)
-		return st, "dump " + d.Path, err
+		d, err := openDump(path, database)
+		if err != nil {
+			return nil, "", err
+		}
+		p, err := explain.ReadDump(ctx, d, user, problem)
+		return p, "dump " + d.Path, err
 	}
 	s, err := openArchive(ctx, env, path, database, "", true, "explain")
 	if err != nil {
 		return nil, "", err
 	}
 	defer s.close()
-	_, st, err := loadDump(ctx, s.a.Dir().Path, database)
-	return st, "archive " + s.a.Name, err
+	d, err := openDump(s.a.Dir().Path, database)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := explain.ReadDump(ctx, d, user, problem)
+	return p, "archive " + s.a.Name, err
 }

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/explain"
 	"github.com/normal-oj/noj-materializer/materialize"
 )
 
@@ -29,7 +30,7 @@ func TestIntegrationExplain(t *testing.T) {
 				t.Fatal(err)
 			}
 			pairs := pairsWithEntries(t, before.Homeworks)
-			exs := make([]Explanation, len(pairs))
+			exs := make([]explain.Explanation, len(pairs))
 			for i, pr := range pairs {
 				exs[i] = explainJSON(t, pr)
 			}

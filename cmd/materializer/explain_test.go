@@ -13,6 +13,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/explain"
 	"github.com/normal-oj/noj-materializer/materialize"
 )
 
@@ -92,14 +93,14 @@ func pairsWithEntries(t testing.TB, hws []bson.Raw) []explainedPair {
 }
 
 // explainJSON runs explain --json with args for pr and decodes it.
-func explainJSON(t testing.TB, pr explainedPair, args ...string) Explanation {
+func explainJSON(t testing.TB, pr explainedPair, args ...string) explain.Explanation {
 	t.Helper()
 	args = append([]string{"explain", "--user", pr.user, "--problem", strconv.FormatInt(pr.problem, 10), "--json"}, args...)
 	r := runCLI(t, args...)
 	if r.code != exitOK {
 		t.Fatalf("%v: want exit 0\n%v", args, r)
 	}
-	var ex Explanation
+	var ex explain.Explanation
 	if err := json.Unmarshal([]byte(r.stdout), &ex); err != nil {
 		t.Fatalf("%v: %v\n%s", args, err, r.stdout)
 	}
@@ -111,7 +112,7 @@ func explainJSON(t testing.TB, pr explainedPair, args ...string) Explanation {
 // the same documents) is what rebuild wrote: the same homeworks, equal
 // entries, the user's counts, and drift marked exactly where rebuild
 // changed a value.
-func checkExplainedAsRebuilt(t testing.TB, pr explainedPair, ex Explanation, before, after materialize.Docs) {
+func checkExplainedAsRebuilt(t testing.TB, pr explainedPair, ex explain.Explanation, before, after materialize.Docs) {
 	t.Helper()
 	pk := strconv.FormatInt(pr.problem, 10)
 	was, now := storedValues(t, before.Homeworks), storedValues(t, after.Homeworks)
@@ -302,7 +303,7 @@ func TestExplainScenario(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("want exit 0 (drift is not an error)\n%v", r)
 	}
-	var ex Explanation
+	var ex explain.Explanation
 	if err := json.Unmarshal([]byte(r.stdout), &ex); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/dump"
-	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/internal/offline"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/progress"
@@ -151,37 +149,6 @@ func describeCheckpoint(cp resume.Checkpoint) string {
 		return fmt.Sprintf("start at cluster time %d.%d", cp.StartAt.T, cp.StartAt.I)
 	}
 	return "none"
-}
-
-// loadDump reads a mongodump directory into an in-memory store (explain
-// reads one pair from it; verify and rebuild stream a dump through
-// package offline instead). All four source collections must be there.
-func loadDump(ctx context.Context, dir, database string) (dump.Dir, *memstore.Store, error) {
-	d, err := openDump(dir, database)
-	if err != nil {
-		return d, nil, err
-	}
-	st := memstore.New()
-	for _, coll := range dump.Sources {
-		var docs []bson.Raw
-		n := 0
-		err := d.Each(coll, true, func(doc bson.Raw) error {
-			if n++; n%4096 == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			docs = append(docs, bytes.Clone(doc)) // doc is the reader's buffer
-			return nil
-		})
-		if err != nil {
-			return d, nil, err
-		}
-		if err := st.Load(coll, docs...); err != nil {
-			return d, nil, fmt.Errorf("load dump: %w", err)
-		}
-	}
-	return d, st, nil
 }
 
 // openDump opens the dump --dump names, for every offline command

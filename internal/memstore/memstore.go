@@ -3,7 +3,12 @@
 // watch.Pipeline projects them, the key index, the checkpoint and the
 // lease. It implements watch.Store, watch.Feed, resume.Store and
 // resume.LeaseStore, so the engine runs unchanged on it in tests, in the
-// deterministic simulation (with injected failures) and on offline dumps.
+// deterministic simulation (with injected failures: Store.Fail, a lost
+// oplog: TruncateOplog) and in the benchmarks (cmd/onlinebench). It is not
+// linked into the materializer binary: the offline commands stream a dump
+// (internal/offline, explain.ReadDump) instead of loading it here. Its
+// behaviour is that of the MongoDB adapter, checked by the same suite
+// (internal/storetest).
 package memstore
 
 import (

@@ -1,0 +1,169 @@
+package memstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/internal/memstore"
+	"github.com/normal-oj/noj-materializer/internal/storetest"
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/resume"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// TestStoreContract runs the store suite on memstore.
+func TestStoreContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, docs materialize.Docs) (storetest.Store, func() materialize.Docs) {
+		st := memstore.New()
+		for coll, ds := range map[string][]bson.Raw{
+			materialize.CollUser: docs.Users, materialize.CollProblem: docs.Problems,
+			materialize.CollHomework: docs.Homeworks, materialize.CollSubmission: docs.Submissions,
+		} {
+			if err := st.Load(coll, ds...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st, st.Docs
+	})
+}
+
+func user(name string, n int) bson.Raw {
+	b, err := bson.Marshal(bson.D{{Key: "_id", Value: name}, {Key: "submission", Value: n}, {Key: "AC_submission", Value: 0}, {Key: "AC_problem_ids", Value: bson.A{}}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestFail: an injected failure aborts the operation it names with the
+// injected error, and a failing write lands between the writes of one
+// Apply: the users before it are written, the rest are not.
+func TestFail(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	for _, u := range []string{"a", "b"} {
+		if err := st.Insert(materialize.CollUser, user(u, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ops []string
+	writes := 0
+	st.Fail = func(op string) error {
+		ops = append(ops, op)
+		if op == "write.user" {
+			if writes++; writes == 2 {
+				return memstore.ErrInjected
+			}
+		}
+		if op == "read" || op == "keys.record" || op == "checkpoint.save" || op == "stream.open" {
+			return memstore.ErrInjected
+		}
+		return nil
+	}
+	w := &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: materialize.UserStats{Submission: 5}}, {User: "b", Stats: materialize.UserStats{Submission: 6}}}}
+	if err := st.Apply(ctx, w); !errors.Is(err, memstore.ErrInjected) {
+		t.Errorf("Apply: %v, want the injected failure", err)
+	}
+	if a, b := st.Get(materialize.CollUser, "a"), st.Get(materialize.CollUser, "b"); !w.Users[0].Stats.MatchesStored(a) || !bytes.Equal(b, user("b", 0)) {
+		t.Errorf("after a failure at the second write: a %v (want written), b %v (want as it was)", a, b)
+	}
+	if _, _, err := st.Submissions(ctx, []string{"a"}, nil); !errors.Is(err, memstore.ErrInjected) {
+		t.Errorf("Submissions: %v, want the injected failure", err)
+	}
+	if err := st.RecordKeys(ctx, map[bson.ObjectID][]materialize.Pair{{1}: {{User: "a", Problem: 1}}}); !errors.Is(err, memstore.ErrInjected) {
+		t.Errorf("RecordKeys: %v, want the injected failure", err)
+	}
+	if err := st.SaveCheckpoint(ctx, resume.Checkpoint{}); !errors.Is(err, memstore.ErrInjected) {
+		t.Errorf("SaveCheckpoint: %v, want the injected failure", err)
+	}
+	if _, err := st.Open(ctx, watch.Position{}); !errors.Is(err, memstore.ErrInjected) || watch.ClassOf(err) != watch.Transient {
+		t.Errorf("Open: %v (class %v), want the injected failure, transient", err, watch.ClassOf(err))
+	}
+	want := []string{"write.user", "write.user", "read", "keys.record", "checkpoint.save", "stream.open"}
+	if !slices.Equal(ops, want) {
+		t.Errorf("operations %v, want %v", ops, want)
+	}
+	if s := st.Stats(); s.UserWrites != 1 || s.Saves != 0 || s.KeyRecords != 0 {
+		t.Errorf("stats %+v: want one user write and nothing else", s)
+	}
+}
+
+// TestTruncateOplog: after the oplog is truncated, a stream resumed from
+// a token before its horizon fails with watch.ErrHistoryLost (class
+// HistoryLost), while one started at the current cluster time delivers
+// what happens next.
+func TestTruncateOplog(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	if err := st.Insert(materialize.CollUser, user("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := st.Open(ctx, watch.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := s.ResumeToken()
+	for i := range 3 {
+		if err := st.Update(materialize.CollUser, user("a", i+1), []string{"submission"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Open(ctx, watch.Position{Token: early}); err != nil {
+		t.Fatalf("Open before truncation: %v", err)
+	}
+	st.TruncateOplog()
+	_, err = st.Open(ctx, watch.Position{Token: early})
+	if !errors.Is(err, watch.ErrHistoryLost) || watch.ClassOf(err) != watch.HistoryLost {
+		t.Errorf("Open from a token before the horizon: %v, want ErrHistoryLost", err)
+	}
+	now, err := st.ClusterTime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = st.Open(ctx, watch.Position{StartAt: now})
+	if err != nil {
+		t.Fatalf("Open at the current cluster time: %v", err)
+	}
+	if err := st.Delete(materialize.CollUser, "a"); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for {
+		ev, ok, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		kinds = append(kinds, string(ev.Change.Op))
+	}
+	// At-least-once: a start at the latest event's cluster time delivers
+	// it again.
+	if !slices.Equal(kinds, []string{"update", "delete"}) {
+		t.Errorf("events after a start at the cluster time: %v, want the latest update again and the delete", kinds)
+	}
+}
+
+// TestApplyNoop: a write equal to the stored value emits no change event
+// (MongoDB writes no oplog entry for a no-op update).
+func TestApplyNoop(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	if err := st.Insert(materialize.CollUser, user("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	n := st.OplogLen()
+	stats, _ := materialize.DecodeUserStats(user("a", 2))
+	if err := st.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: stats}}}); err != nil {
+		t.Fatal(err)
+	}
+	if st.OplogLen() != n || st.Stats().NoopWrites != 1 {
+		t.Errorf("a no-op write: oplog %d events (had %d), %d no-op writes", st.OplogLen(), n, st.Stats().NoopWrites)
+	}
+}
