@@ -241,7 +241,8 @@ func TestBatchSizeBound(t *testing.T) {
 	var served []watch.Event
 	feed := &recordingFeed{Feed: f.st, events: &served}
 	eng := &watch.Engine{Store: f.st, Feed: feed, Checkpoints: cps, Log: zerolog.Nop(),
-		Config: watch.Config{BatchSize: 2, BatchMaxWait: time.Hour}}
+		// A checkpoint after every batch: the saves show the batches.
+		Config: watch.Config{BatchSize: 2, BatchMaxWait: time.Hour, CheckpointEvery: -1}}
 	if err := eng.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
