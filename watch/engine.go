@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/progress"
 	"github.com/normal-oj/noj-materializer/resume"
@@ -642,7 +643,7 @@ func (e *Engine) reportMalformed(bad []*materialize.DecodeError) {
 
 // rebuild runs a full recompute with writes (inside a running stream; the
 // stream's position is unchanged).
-func (e *Engine) rebuild(ctx context.Context, reason string) (*RebuildReport, error) {
+func (e *Engine) rebuild(ctx context.Context, reason string) (*drift.Report, error) {
 	e.init()
 	e.Metrics.Rebuilds.WithLabelValues(reason).Inc()
 	sink := e.Progress
@@ -684,14 +685,14 @@ func (e *Engine) logProgress(reason string) progress.Sink {
 
 // RebuildAndCheckpoint rebuilds and saves a checkpoint at the rebuild's
 // start time, so the next stream misses nothing that happened during it.
-func (e *Engine) RebuildAndCheckpoint(ctx context.Context) (*RebuildReport, error) {
+func (e *Engine) RebuildAndCheckpoint(ctx context.Context) (*drift.Report, error) {
 	e.init()
-	var rep *RebuildReport
+	var rep *drift.Report
 	_, err := e.rebuildAndCheckpoint(ctx, "requested", &rep)
 	return rep, err
 }
 
-func (e *Engine) rebuildAndCheckpoint(ctx context.Context, reason string, out **RebuildReport) (resume.Checkpoint, error) {
+func (e *Engine) rebuildAndCheckpoint(ctx context.Context, reason string, out **drift.Report) (resume.Checkpoint, error) {
 	rep, err := e.rebuild(ctx, reason)
 	if err != nil {
 		return resume.Checkpoint{}, err

@@ -36,10 +36,6 @@ type RebuildOptions struct {
 	Decided func(*Fault)
 }
 
-// RebuildReport is the report of a full recompute, the engine's name for
-// drift.Report (the offline path reports in the same form).
-type RebuildReport = drift.Report
-
 // Rebuild recomputes every user and every studentStatus entry from the
 // whole source, writes the values that differ (unless opts.DryRun) and
 // records every submission's pair in the key index. It reads the cluster
