@@ -22,6 +22,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/internal/bsontest"
 )
 
 // ---- an independent minimal archive writer and reader ----
@@ -72,15 +73,6 @@ type tseg struct {
 	crc  *uint64 // nil: the right one
 }
 
-func mustMarshal(t testing.TB, v any) []byte {
-	t.Helper()
-	b, err := bson.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func le32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
 
 // bytes writes the archive as the spec lays it out.
@@ -100,11 +92,11 @@ func (a *testArchive) bytes(t testing.TB) []byte {
 			if s.crc != nil {
 				crc = *s.crc
 			}
-			b.Write(mustMarshal(t, bson.D{{Key: "db", Value: s.ns.db}, {Key: "collection", Value: s.ns.coll}, {Key: "EOF", Value: true}, {Key: "CRC", Value: int64(crc)}}))
+			b.Write(bsontest.Marshal(t, bson.D{{Key: "db", Value: s.ns.db}, {Key: "collection", Value: s.ns.coll}, {Key: "EOF", Value: true}, {Key: "CRC", Value: int64(crc)}}))
 			b.Write(le32(0xffffffff))
 			continue
 		}
-		b.Write(mustMarshal(t, bson.D{{Key: "db", Value: s.ns.db}, {Key: "collection", Value: s.ns.coll}, {Key: "EOF", Value: false}, {Key: "CRC", Value: int64(0)}}))
+		b.Write(bsontest.Marshal(t, bson.D{{Key: "db", Value: s.ns.db}, {Key: "collection", Value: s.ns.coll}, {Key: "EOF", Value: false}, {Key: "CRC", Value: int64(0)}}))
 		for _, d := range s.docs {
 			b.Write(d)
 			crcs[s.ns] = crc64ECMA(crcs[s.ns], d)
@@ -221,7 +213,7 @@ func doc(t testing.TB, kv ...any) []byte {
 	for i := 0; i < len(kv); i += 2 {
 		d = append(d, bson.E{Key: kv[i].(string), Value: kv[i+1]})
 	}
-	return mustMarshal(t, d)
+	return bsontest.Marshal(t, d)
 }
 
 func metaDoc(t testing.TB, db, coll, typ string) []byte {
@@ -463,7 +455,7 @@ func TestArchiveRefused(t *testing.T) {
 		}, raw: func(b []byte) []byte {
 			// Drop the empty placeholder namespace header written for
 			// tseg{} and write one with an extra field.
-			h := mustMarshal(t, bson.D{{Key: "db", Value: ""}, {Key: "collection", Value: ""}, {Key: "EOF", Value: false}, {Key: "CRC", Value: int64(0)}})
+			h := bsontest.Marshal(t, bson.D{{Key: "db", Value: ""}, {Key: "collection", Value: ""}, {Key: "EOF", Value: false}, {Key: "CRC", Value: int64(0)}})
 			b = b[:len(b)-len(h)-4]
 			return append(slices.Clone(b), append(doc(t, "db", "x", "collection", "y", "EOF", false, "CRC", int64(0), "extra", int32(1)), 0xff, 0xff, 0xff, 0xff)...)
 		}, want: `unknown field "extra"`},

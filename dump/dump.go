@@ -399,9 +399,9 @@ type Rewrite func(emit func(doc []byte) error) error
 // when ctx is done, returning ctx.Err(). Callers write into an Output, so
 // that a failure leaves no partial output.
 func (d Dir) CopyTo(ctx context.Context, out string, rewrite map[string]Rewrite, written func(n int64)) error {
-	root := d.Root
-	if root == "" {
-		root = d.Path
+	root, dbPath, err := d.walkRoot()
+	if err != nil {
+		return fmt.Errorf("read dump: %w", err)
 	}
 	outAbs, err := filepath.Abs(out)
 	if err != nil {
@@ -432,7 +432,7 @@ func (d Dir) CopyTo(ctx context.Context, out string, rewrite map[string]Rewrite,
 			return nil
 		}
 		name := e.Name()
-		if filepath.Dir(path) == filepath.Clean(d.Path) {
+		if filepath.Dir(path) == dbPath {
 			coll := strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".bson")
 			rw, ok := rewrite[coll]
 			if ok && (strings.HasSuffix(name, ".bson") || strings.HasSuffix(name, ".bson.gz")) {
@@ -443,15 +443,32 @@ func (d Dir) CopyTo(ctx context.Context, out string, rewrite map[string]Rewrite,
 	})
 }
 
-// TreeSize is the size in bytes of every file under the dump's root (what
-// CopyTo reads).
-func (d Dir) TreeSize() (int64, error) {
-	root := d.Root
+// walkRoot returns the dump's root and database directory with their
+// symbolic links resolved: filepath.WalkDir does not follow a link it is
+// given as its root, and an operator may well name a dump through one.
+func (d Dir) walkRoot() (root, dbPath string, err error) {
+	root = d.Root
 	if root == "" {
 		root = d.Path
 	}
+	if root, err = filepath.EvalSymlinks(root); err != nil {
+		return "", "", err
+	}
+	if dbPath, err = filepath.EvalSymlinks(d.Path); err != nil {
+		return "", "", err
+	}
+	return root, dbPath, nil
+}
+
+// TreeSize is the size in bytes of every file under the dump's root (what
+// CopyTo reads).
+func (d Dir) TreeSize() (int64, error) {
+	root, _, err := d.walkRoot()
+	if err != nil {
+		return 0, fmt.Errorf("read dump: %w", err)
+	}
 	var n int64
-	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("read dump: %w", err)
 		}

@@ -70,25 +70,53 @@ type Deriver struct {
 	Trace PairTracer
 	step  PairStep
 
-	// Reuse, when set, makes PairIn's (and so Pair's) result borrow the
-	// Deriver's buffers: the result, its Entries, their SubmissionIDs and
-	// the id strings in them are valid only until the next Pair or
-	// PairIn, which overwrites them (the strings too: they view a reused
-	// byte buffer); so are the PairStep.Entry values a Trace is given. A
-	// caller keeping an entry keeps Entry.Clone(). The full derivations
-	// set it (the offline path, and watch.Rebuild for its duration): they
-	// compare every entry and keep the few that drifted, where a million
-	// submissions would otherwise allocate three times per pair and write
-	// 24 MB of fresh memory. The incremental path, which keeps every
-	// result, leaves it unset.
-	Reuse   bool
+	// reuse: results borrow the buffers below (a BulkDeriver's; see
+	// there). Never set on a Deriver of NewDeriver or a zero one.
+	reuse   bool
 	entries []HomeworkEntry
 	lists   []string
 	ids     []byte
 }
 
+// BulkDeriver derives as a Deriver does, for a full derivation that
+// compares every entry and keeps the few that drifted (watch.Rebuild, the
+// offline commands), where a million submissions would otherwise allocate
+// three times per pair and write 24 MB of fresh memory: a result of Pair
+// or PairIn borrows the BulkDeriver's buffers. The result, its Entries,
+// their SubmissionIDs and the id strings in them are valid only until the
+// next Pair or PairIn, which overwrites them (the strings too: they view a
+// reused byte buffer); so are the PairStep.Entry values a Trace is given.
+// A caller keeping an entry keeps Entry.Clone(). The incremental path,
+// which keeps every result, uses a Deriver. A BulkDeriver is not safe for
+// concurrent use.
+type BulkDeriver struct{ d Deriver }
+
+// NewBulkDeriver returns a BulkDeriver with an empty program cache.
+func NewBulkDeriver() *BulkDeriver { return NewDeriver().Bulk() }
+
+// Bulk returns a BulkDeriver sharing d's compiled penalty programs and its
+// Trace, with buffers of its own: d's results stay the caller's. d and the
+// BulkDeriver must not be used concurrently (they share the cache).
+func (d *Deriver) Bulk() *BulkDeriver {
+	if d.programs == nil {
+		d.programs = make(map[string]compiled)
+	}
+	return &BulkDeriver{d: Deriver{programs: d.programs, Trace: d.Trace, reuse: true}}
+}
+
+// Pair is Deriver.Pair; the result borrows b's buffers (see BulkDeriver).
+func (b *BulkDeriver) Pair(user string, problem int64, subs []Submission, homeworks []*Homework) PairResult {
+	return b.d.Pair(user, problem, subs, homeworks)
+}
+
+// PairIn is Deriver.PairIn; the result borrows b's buffers (see
+// BulkDeriver).
+func (b *BulkDeriver) PairIn(user string, problem int64, subs []Submission, holding []*Homework) PairResult {
+	return b.d.PairIn(user, problem, subs, holding)
+}
+
 // Clone returns a deep copy of e: its SubmissionIDs and their strings
-// share no memory with e's (see Deriver.Reuse).
+// share no memory with e's (see BulkDeriver).
 func (e Entry) Clone() Entry {
 	ids := make([]string, len(e.SubmissionIDs))
 	n := 0
@@ -155,7 +183,7 @@ type PairStep struct {
 	SetStatus bool
 	// Entry is the entry after the step. Its SubmissionIDs is a prefix of
 	// the final one: later steps never change it, so it may be kept (with
-	// Deriver.Reuse, only until the next Pair or PairIn).
+	// a BulkDeriver, only until its next Pair or PairIn).
 	Entry Entry
 	// Out is the score carried to the next homework.
 	Out int64
@@ -280,14 +308,14 @@ func (d *Deriver) PairIn(user string, problem int64, subs []Submission, holding 
 			n++
 		}
 	}
-	// Three allocations per pair, whatever its size (none with Reuse):
+	// Three allocations per pair, whatever its size (none when reusing):
 	// the entries; the ids of the counting submissions, hex-encoded into
 	// one string (strings.Builder hands its buffer over as the string: no
 	// copy); and one backing array for every entry's submissionIds, each
 	// entry's slice capped at its end so an append by a holder copies.
 	var allIDs string
 	var lists []string
-	if d.Reuse {
+	if d.reuse {
 		res.Entries = slices.Grow(d.entries[:0], len(holding))[:len(holding)]
 		clear(res.Entries)
 		d.entries = res.Entries
@@ -298,7 +326,7 @@ func (d *Deriver) PairIn(user string, problem int64, subs []Submission, holding 
 			}
 		}
 		if n > 0 {
-			// Overwritten by the next call: the documented contract of Reuse.
+			// Overwritten by the next call: BulkDeriver's documented contract.
 			allIDs = unsafe.String(&d.ids[0], len(d.ids))
 		}
 		lists = slices.Grow(d.lists[:0], n*len(holding))[:n*len(holding)]

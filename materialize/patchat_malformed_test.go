@@ -45,7 +45,7 @@ func malformedHomework(t *testing.T, bob []byte) (bson.Raw, int) {
 
 // TestPatchAtMalformedNested: PatchAt on a homework whose
 // studentStatus.<user> document is malformed inside (Raw.Validate and
-// HomeworkDecoder accept it; PatchEntries reports "bad document length" /
+// BulkHomeworkDecoder accept it; PatchEntries reports "bad document length" /
 // "bad element") returns an error, as PatchEntries does, instead of panicking
 // or looping forever.
 func TestPatchAtMalformedNested(t *testing.T) {
@@ -60,9 +60,9 @@ func TestPatchAtMalformedNested(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			doc, elem := malformedHomework(t, c.bob)
-			// The offline path decodes such a homework (NoKeySets) and
+			// The offline path decodes such a homework (BulkHomeworkDecoder) and
 			// indexes alice's entry.
-			if _, err := (materialize.HomeworkDecoder{NoKeySets: true}).Decode(doc); err != nil {
+			if _, err := (materialize.BulkHomeworkDecoder{}).Decode(doc); err != nil {
 				t.Fatalf("decode: %v", err)
 			}
 			if _, err := materialize.PatchEntries(nil, doc, func(user, pk []byte) (materialize.Entry, bool) {

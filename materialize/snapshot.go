@@ -68,9 +68,9 @@ func (c *Catalog) Visited(problem int64) []*Homework {
 // Sink receives the derived values of a full derivation. User is called
 // once for every user that has submissions or was named to Finish; the
 // sink decides whether a user document exists to write. Entry is called
-// once for every existing studentStatus entry; when the Builder's Deriver
-// reuses its buffers (Deriver.Reuse), e is valid only during the call and
-// a sink keeping it keeps e.Clone().
+// once for every existing studentStatus entry; from a Builder of
+// NewBulkBuilder, e borrows the BulkDeriver's buffers: it is valid only
+// during the call and a sink keeping it keeps e.Clone().
 type Sink interface {
 	User(name string, stats UserStats) error
 	Entry(homework bson.ObjectID, user, problemKey string, e Entry) error
@@ -118,6 +118,12 @@ type Builder struct {
 func NewBuilder(d *Deriver, cat *Catalog, sink Sink) *Builder {
 	return &Builder{d: d, cat: cat, sink: sink, done: make(map[string]struct{}), covered: make(map[string][]int64),
 		pks: make(map[int64]string)}
+}
+
+// NewBulkBuilder returns a Builder deriving with d, writing to sink: the
+// entries it gives sink borrow d's buffers (see Sink and BulkDeriver).
+func NewBulkBuilder(d *BulkDeriver, cat *Catalog, sink Sink) *Builder {
+	return NewBuilder(&d.d, cat, sink)
 }
 
 // Group derives one (user, problem) group. subs must all belong to the

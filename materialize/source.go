@@ -500,34 +500,36 @@ func DecodeProblem(doc bson.Raw) (Problem, error) {
 // a document is an error; a single user's value that is not a document is
 // recorded in Skipped and holds no entries. Errors are *DecodeError.
 func DecodeHomework(doc bson.Raw) (Homework, error) {
-	return HomeworkDecoder{}.Decode(doc)
+	return decodeHomework(doc, nil, nil, true)
 }
 
-// HomeworkDecoder decodes homework documents as DecodeHomework does, for
-// a caller holding many of them.
-type HomeworkDecoder struct {
-	// Intern, when set, gives the string of a studentStatus username or
-	// problem key (from its bytes, valid only during the call), so that
-	// one string per distinct name is shared.
+// BulkHomeworkDecoder decodes homework documents as DecodeHomework does,
+// for a caller holding many of them that indexes their studentStatus
+// entries itself (the offline path): Homework.Students stays nil, so such
+// a Homework serves Deriver.PairIn and BulkDeriver.PairIn, not Pair or
+// HasEntry.
+type BulkHomeworkDecoder struct {
+	// Intern, when set, gives the string of a studentStatus username
+	// (from its bytes, valid only during the call), so that one string
+	// per distinct name is shared.
 	Intern func([]byte) string
-	// User, when set, is called for each studentStatus.<user> that is a
-	// document (the key set's source), in document order, with the bytes
-	// of that document (a slice of doc): a caller comparing stored values
-	// finds them without a second walk.
+	// User, when set, is called for every document-valued
+	// studentStatus.<user>, in document order, with the bytes of that
+	// document (a slice of doc), a duplicate key once per occurrence: the
+	// caller lets the later one replace the earlier, as the key sets do.
+	// The user documents are not checked inside.
 	User func(user string, entries []byte)
-	// NoKeySets leaves Homework.Students nil (Intern is then called for
-	// usernames only): for a caller that indexes the entries itself from
-	// User, as the offline path does. Such a Homework serves
-	// Deriver.PairIn, not Pair or HasEntry. User is then called for every
-	// document-valued studentStatus.<user>, a duplicate key once per
-	// occurrence: the caller lets the later one replace the earlier, as
-	// the key sets do. The user documents are not checked inside.
-	NoKeySets bool
 }
 
-// Decode is DecodeHomework with the decoder's options.
-func (hd HomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
-	intern := hd.Intern
+// Decode is DecodeHomework without the key sets, with the decoder's
+// options.
+func (hd BulkHomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
+	return decodeHomework(doc, hd.Intern, hd.User, false)
+}
+
+// decodeHomework is DecodeHomework, building the key sets when keySets is
+// set; intern (nil: string(b)) and user are BulkHomeworkDecoder's.
+func decodeHomework(doc bson.Raw, intern func([]byte) string, userFn func(user string, entries []byte), keySets bool) (Homework, error) {
 	if intern == nil {
 		intern = func(b []byte) string { return string(b) }
 	}
@@ -569,7 +571,7 @@ func (hd HomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
 	users := elementBytes(ssd)
 	// Sized by a first walk (keys only): growing the map rehashes it
 	// several times per homework.
-	if !hd.NoKeySets {
+	if keySets {
 		n := 0
 		for rem := users; len(rem) > 0; n++ {
 			_, _, _, rest, ok := nextElement(rem)
@@ -592,9 +594,9 @@ func (hd HomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
 				"want a document, have BSON %s", t))
 			continue
 		}
-		if hd.NoKeySets {
-			if hd.User != nil {
-				hd.User(user, uval)
+		if !keySets {
+			if userFn != nil {
+				userFn(user, uval)
 			}
 			continue
 		}
@@ -609,9 +611,6 @@ func (hd HomeworkDecoder) Decode(doc bson.Raw) (Homework, error) {
 			set[intern(pkey)] = struct{}{}
 		}
 		h.Students[user] = set
-		if hd.User != nil {
-			hd.User(user, uval)
-		}
 	}
 	return h, nil
 }

@@ -1,6 +1,7 @@
 package materialize_test
 
 import (
+	"reflect"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -87,6 +88,37 @@ func TestUserTallyOrderIndependent(t *testing.T) {
 		}
 		if got := tally.Stats(); !got.Equal(want) {
 			t.Errorf("order %v: got %+v, want %+v", order, got, want)
+		}
+	}
+}
+
+// TestDecodeUserSameAsParts: DecodeUser reads what DecodeUserID and
+// DecodeUserStats read, on every vector user and on malformed shapes.
+func TestDecodeUserSameAsParts(t *testing.T) {
+	docs := []bson.Raw{
+		mtest.Raw("_id", "a", "submission", int32(3), "submission", int32(4), "AC_submission", int64(1), "AC_problem_ids", bson.A{int32(1), 2.0}),
+		mtest.Raw("_id", "a", "AC_problem_ids", bson.A{"x"}),
+		mtest.Raw("_id", "a", "AC_problem_ids", "x"),
+		mtest.Raw("_id", "a", "submission", nil, "AC_submission", 1.5),
+		mtest.Raw("_id", int32(1), "submission", int32(2)),
+		mtest.Raw("_id", nil),
+		mtest.Raw("submission", int32(2)),
+		mtest.Raw("_id", "b", "_id", "c"),
+		{5, 0, 0, 0},
+		{7, 0, 0, 0, 2, 'x', 0},
+	}
+	for _, v := range readDeriveVectors(t) {
+		docs = append(docs, v.DB.Users...)
+	}
+	for _, doc := range docs {
+		name, st, ok, err := materialize.DecodeUser(doc)
+		wantName, wantErr := materialize.DecodeUserID(doc)
+		wantSt, wantOK := materialize.DecodeUserStats(doc)
+		if name != wantName || (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Fatalf("%x: DecodeUser name %q, %v; DecodeUserID %q, %v", []byte(doc), name, err, wantName, wantErr)
+		}
+		if ok != wantOK || (ok && !reflect.DeepEqual(st, wantSt)) {
+			t.Fatalf("%x: DecodeUser stats %+v, %v; DecodeUserStats %+v, %v", []byte(doc), st, ok, wantSt, wantOK)
 		}
 	}
 }

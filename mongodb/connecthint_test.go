@@ -46,7 +46,7 @@ func TestConnectHint(t *testing.T) {
 			[]string{"mongo:27017", "does not resolve", "directConnection=true", demoURI}},
 		{"wrong replica set name", "mongodb://db:27017/?replicaSet=rs1",
 			selectionError(description.TopologyKindReplicaSetNoPrimary),
-			// Issue 16: a replica set is fixed by its URI, not by a direct
+			// A replica set is fixed by its URI, not by a direct
 			// connection (which never follows a fail-over).
 			[]string{`replica set "rs1"`, "replicaSet=", "rs.status().set"}},
 		{"wrong replica set name, direct", "mongodb://db:27017/?replicaSet=rs1&directConnection=true",
@@ -149,7 +149,7 @@ func TestServerSelectionTimeout(t *testing.T) {
 	}
 }
 
-// TestConnectHintNoDirectConnectionAdvice pins issue 16 defect 5: for a
+// TestConnectHintNoDirectConnectionAdvice: for a
 // real replica set the hints point to replicaSet=, and name
 // directConnection=true only as the demo's one-node exception.
 func TestConnectHintNoDirectConnectionAdvice(t *testing.T) {
@@ -169,7 +169,7 @@ func TestConnectHintNoDirectConnectionAdvice(t *testing.T) {
 	}
 }
 
-// TestConnectHintOldServer pins issue 16 defect 13: the driver's error for
+// TestConnectHintOldServer: the driver's error for
 // a MongoDB 4.2 server (wire version 8, x/mongo/driver/topology/fsm.go:151)
 // gets a hint naming the upgrade section of the operations guide.
 func TestConnectHintOldServer(t *testing.T) {

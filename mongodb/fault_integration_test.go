@@ -1,6 +1,6 @@
 package mongodb
 
-// Integration tests of issue 16 (one fault policy), adapter side, against
+// Integration tests of the fault policy, adapter side, against
 // a real server; they skip like every TestIntegration* test when none is
 // configured (see mongodb_integration_test.go). The ones needing a shape
 // the shared one-node test set cannot take (a secondary, a mongos, a

@@ -1,6 +1,6 @@
 package mongodb
 
-// Integration tests of issue 16's fault policy (the engine side) against a
+// Integration tests of the fault policy (watch/fault.go, the engine side) against a
 // real replica set; they skip like every TestIntegration* test when none
 // is configured (see mongodb_integration_test.go). The failCommand fail
 // point needs mongod --setParameter enableTestCommands=1 (failPoint skips

@@ -93,7 +93,7 @@ func streamReply(first bool, id int64, batch bson.A, pbrt bson.D) bson.D {
 		{Key: "postBatchResumeToken", Value: pbrt}}}}
 }
 
-// TestRecordKeysRefusedForGood pins issue 16 defect 3 (adapter part): a
+// TestRecordKeysRefusedForGood (the adapter's part): a
 // key-index bulk write the server refused for good (a validator on the
 // key collection, 121) is watch.Refused and wraps watch.ErrWriteRejected,
 // not an error the engine retries forever.
@@ -110,7 +110,7 @@ func TestRecordKeysRefusedForGood(t *testing.T) {
 	}
 }
 
-// TestUnauthorizedNamesPrivilege pins issue 16 defect 4: 13 Unauthorized
+// TestUnauthorizedNamesPrivilege: 13 Unauthorized
 // from any of the adapter's reads and writes is watch.Unauthorized, and
 // the message names the action and the resource the role lacks.
 func TestUnauthorizedNamesPrivilege(t *testing.T) {
@@ -166,7 +166,7 @@ func TestUnauthorizedNamesPrivilege(t *testing.T) {
 	}
 }
 
-// TestStreamErrorsNotFatal pins issue 16 defect 10 (adapter part): a
+// TestStreamErrorsNotFatal (the adapter's part): a
 // getMore failing with KeyNotFound (211) or QueryPlanKilled (175), which
 // the driver does not resume on 4.4+ (no ResumableChangeStreamError
 // label), is transient; one labelled SystemOverloadedError is
@@ -244,7 +244,7 @@ func TestStreamClosedByServer(t *testing.T) {
 	}
 }
 
-// TestCloseHonoursDeadline pins issue 16 defect 11 (adapter part): the
+// TestCloseHonoursDeadline (the adapter's part): the
 // killCursors of a change stream's Close, and of a read's cursor, run
 // under a deadline even when the caller's context has none, so an
 // unreachable server cannot hold shutdown and the lease release.
@@ -283,7 +283,7 @@ func TestCloseHonoursDeadline(t *testing.T) {
 	}
 }
 
-// TestReadsCausallyAfterOwnWrites pins issue 16 defect 8: a read under a
+// TestReadsCausallyAfterOwnWrites: a read under a
 // batch carries afterClusterTime of the later of the batch's last event
 // and the operationTime of the daemon's own last acknowledged write, so a
 // read after a fail-over cannot come from a snapshot before that write.
@@ -331,7 +331,7 @@ func openReplies(hello bson.D) []bson.D {
 	}
 }
 
-// TestClusterTimeThroughMongos pins issue 16 defect 9: through a mongos
+// TestClusterTimeThroughMongos: through a mongos
 // (hello says msg "isdbgrid") the hand-off time is the cluster time of the
 // postBatchResumeToken of a change stream on the database (the merged
 // stream's high-water mark over every shard), not the operationTime of a
@@ -402,7 +402,7 @@ func TestTokenTime(t *testing.T) {
 	}
 }
 
-// TestOpenRefusesSecondaryForWrites pins issue 16 defect 5: a command
+// TestOpenRefusesSecondaryForWrites: a command
 // that writes refuses a server that is not a writable primary (a
 // secondary reached with directConnection=true answers hello with
 // isWritablePrimary false), naming the replica set URI to use; a
@@ -431,7 +431,7 @@ func TestOpenRefusesSecondaryForWrites(t *testing.T) {
 	}
 }
 
-// TestEnsureIndexesCommitQuorumMajority pins issue 16 defect 6: each
+// TestEnsureIndexesCommitQuorumMajority: each
 // createIndexes is sent with commitQuorum "majority" (the default,
 // votingMembers, waits forever for a data-bearing voting member that is
 // down), and none on a standalone (which refuses the field).

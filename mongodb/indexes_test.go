@@ -68,7 +68,7 @@ func spec(t *testing.T, name string, keys bson.D) mongo.IndexSpecification {
 	return mongo.IndexSpecification{Name: name, KeysDocument: raw}
 }
 
-// TestEnsureIndexesListsFirstAndBuildsWithoutDeadline pins issue 8 item 1:
+// TestEnsureIndexesListsFirstAndBuildsWithoutDeadline:
 // under the 30 s start-up context, a missing index is built by a
 // createIndexes whose context has no deadline (so no maxTimeMS that would
 // abort the build), announced first; present ones (any name, keys written

@@ -138,7 +138,7 @@ func (timeoutNetErr) Temporary() bool { return true }
 var _ net.Error = timeoutNetErr{}
 
 // TestClassify: every error class the adapter's one classification
-// function decides, over constructed driver errors (issue 16).
+// function decides, over constructed driver errors (the fault policy).
 func TestClassify(t *testing.T) {
 	overloaded := mongo.CommandError{Code: 462, Name: "IngressRequestRateLimitExceeded", Labels: []string{"SystemOverloadedError", "RetryableError"}}
 	cases := []struct {
@@ -291,5 +291,46 @@ func TestOpenErrorRedacted(t *testing.T) {
 	}
 	if _, err := Open(ctx, Config{URI: "mongodb://u:Sup3rSecret@h/?authMechanism=NOPE"}); err == nil || strings.Contains(err.Error(), "Sup3rSecret") {
 		t.Errorf("bad URI: %v", err)
+	}
+}
+
+// TestClusterTimeMissingIsTransient: a replica set member can answer
+// without operationTime and $clusterTime for a while after it starts
+// (with --keyFile, until its signing keys exist: SERVER-43086), as a
+// compose file that starts MongoDB and the daemon together meets on the
+// first rebuild. That is worth a retry, not the exit that marking it
+// fatal causes (and the restart loop after it). A standalone has no
+// cluster time at all and never gets here (Standalone).
+func TestClusterTimeMissingIsTransient(t *testing.T) {
+	d, md, _ := mockDB(t)
+	md.AddResponses(emptyCursor("normal-oj.materializer_checkpoints"))
+	_, err := d.ClusterTime(context.Background())
+	if c := watch.ClassOf(err); c != watch.Transient {
+		t.Errorf("ClusterTime with no operationTime in the reply: class %s (%v), want transient", c, err)
+	}
+}
+
+// TestOpenUninitiatedReplicaSet: a mongod started with --replSet whose set
+// was never initiated (the likeliest mistake when converting Normal-OJ's
+// standalone) answers hello with isreplicaset true and no setName. Reached
+// with directConnection=true (the demo's URI) it must not be called a
+// standalone, for any command: the fix is rs.initiate(), not a conversion.
+func TestOpenUninitiatedReplicaSet(t *testing.T) {
+	ghost := bson.D{{Key: "isWritablePrimary", Value: false}, {Key: "secondary", Value: false}, {Key: "isreplicaset", Value: true},
+		{Key: "info", Value: "Does not have a valid replica set config"}, {Key: "maxWireVersion", Value: int32(21)}}
+	for _, cfg := range []Config{{Writes: true}, {}, {AllowStandalone: true, Writes: true}, {AllowStandalone: true}} {
+		client, md, _ := mockClient(t)
+		md.AddResponses(openReplies(ghost)...)
+		_, err := open(context.Background(), client, cfg.withDefaults())
+		if err == nil {
+			t.Errorf("%+v: open of an uninitiated replica set member succeeded", cfg)
+			continue
+		}
+		if !strings.Contains(err.Error(), "rs.initiate()") || strings.Contains(err.Error(), "is a standalone") {
+			t.Errorf("%+v: %v: want rs.initiate() named, not a standalone", cfg, err)
+		}
+		if c := watch.ClassOf(err); c != watch.NotPrimary {
+			t.Errorf("%+v: class %s, want not_primary", cfg, c)
+		}
 	}
 }

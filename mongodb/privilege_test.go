@@ -241,3 +241,30 @@ func userWithRole(ctx context.Context, t *testing.T, admin *DB, role, user strin
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// TestAuthenticationFailedNamesNoPrivilege: 18 AuthenticationFailed (a
+// wrong user name or password, a rotated credential: the handshake of a
+// new connection fails, and the driver returns the server's error as a
+// mongo.CommandError, mongo/errors.go:89-104) is fatal like 13, but no
+// privilege is missing: the message must say to check the credentials,
+// not name actions to grant.
+func TestAuthenticationFailedNamesNoPrivilege(t *testing.T) {
+	d, md, _ := mockDB(t)
+	md.AddResponses(commandError(18, "AuthenticationFailed", "Authentication failed."))
+	_, err := d.Users(context.Background(), []string{"alice"})
+	if c := watch.ClassOf(err); c != watch.Unauthorized {
+		t.Fatalf("class %s (%v), want unauthorized", c, err)
+	}
+	if strings.Contains(err.Error(), "needs action") {
+		t.Errorf("%v: names privileges to grant for an authentication failure", err)
+	}
+	if !strings.Contains(err.Error(), "authentication failed") {
+		t.Errorf("%v: does not say the authentication failed", err)
+	}
+	// 13 still names the privilege.
+	md.AddResponses(unauthorized("find"))
+	_, err = d.Users(context.Background(), []string{"alice"})
+	if !strings.Contains(err.Error(), `needs action(s) "find"`) {
+		t.Errorf("%v: 13 Unauthorized does not name the privilege", err)
+	}
+}

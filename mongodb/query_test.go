@@ -654,7 +654,7 @@ func TestLeaseAndFencing(t *testing.T) {
 	expect("same owner after expiry: a new term", l, ok, "$weird.owner", 2, true)
 }
 
-// TestLeaseExpiryByServerClock pins issue 8 item 5 on the adapter's
+// TestLeaseExpiryByServerClock, on the adapter's
 // writes: the acquisition's filter and the expiry it sets are functions
 // of $$NOW only. A standby cannot pass its own clock (the API has no
 // such parameter), and the BSON holds no client time.

@@ -51,7 +51,7 @@ func emptyCursor(ns string) bson.D {
 		{Key: "id", Value: int64(0)}, {Key: "ns", Value: ns}, {Key: "firstBatch", Value: bson.A{}}}}}
 }
 
-// TestReadsMajorityCausallyAfterEvent pins issue 8 item 7: the reads
+// TestReadsMajorityCausallyAfterEvent: the reads
 // that decide writes carry readConcern majority and, under a batch
 // (watch.WithReadAfter), afterClusterTime = the batch's last event's
 // cluster time; the key index lookup too.

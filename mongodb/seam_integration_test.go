@@ -1,8 +1,9 @@
 package mongodb
 
-// Integration tests of issue 8 (the MongoDB seam made production-safe),
-// against a real replica set; they skip like every TestIntegration* test
-// when none is configured (see mongodb_integration_test.go).
+// Integration tests of the adapter's production safety (refused writes,
+// leases by the server's clock, causal reads, index builds) against a
+// real replica set; they skip like every TestIntegration* test when none
+// is configured (see mongodb_integration_test.go).
 
 import (
 	"context"
@@ -173,7 +174,7 @@ func TestIntegrationStreamErrorClasses(t *testing.T) {
 		{"getMore", 11601, watch.ErrTransient, watch.Overloaded},
 		{"getMore", 10334, watch.ErrResumeImpossible, watch.ResumeImpossible},
 		{"aggregate", 260, watch.ErrResumeImpossible, watch.ResumeImpossible},
-		// Issue 16 defect 10: not resumable for the driver on 4.4+, and
+		// Not resumable for the driver on 4.4+, and
 		// never fatal.
 		{"getMore", 211, watch.ErrTransient, watch.Transient},
 		{"getMore", 175, watch.ErrTransient, watch.Transient},

@@ -1,11 +1,15 @@
 package mongodb
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/normal-oj/noj-materializer/watch"
 )
 
 func writeErrs(codes ...int) []mongo.BulkWriteError {
@@ -16,7 +20,7 @@ func writeErrs(codes ...int) []mongo.BulkWriteError {
 	return out
 }
 
-// TestRefusedWrites pins issue 8 item 2: only an allowlist of permanent
+// TestRefusedWrites: only an allowlist of permanent
 // per-write codes is skipped for good; step-down, shutdown, network and
 // unknown codes, write concern errors and labelled errors are retried.
 func TestRefusedWrites(t *testing.T) {
@@ -55,5 +59,30 @@ func TestRefusedWrites(t *testing.T) {
 		if got != c.permanent {
 			t.Errorf("%s: rejected %d (ok %v), want %d", c.name, got, ok, c.permanent)
 		}
+	}
+}
+
+// TestWriteSessionKeepsImplicitSemantics: the explicit session of a bulk
+// write exists only to learn the reply's operationTime; it must not be
+// causally consistent. The driver sends readConcern.afterClusterTime on
+// the writes of a causally consistent session that has an operation time
+// (x/mongo/driver/operation.go:1612-1619, DRIVERS-3274): a retry after a
+// fail-over would then wait until the new primary's oplog passes the old
+// primary's last applied time, which may include writes that roll back,
+// holding the write until the periodic no-op or the write deadline.
+func TestWriteSessionKeepsImplicitSemantics(t *testing.T) {
+	d, md, sent := mockDB(t)
+	old := bson.Timestamp{T: 1_800_000_100, I: 1}
+	notPrimary := append(commandError(10107, "NotWritablePrimary", "not primary", "RetryableWriteError"), bson.E{Key: "operationTime", Value: old})
+	md.AddResponses(notPrimary, bson.D{{Key: "ok", Value: 1}, {Key: "n", Value: 1}, {Key: "nModified", Value: 1}, {Key: "operationTime", Value: bson.Timestamp{T: 1_800_000_090, I: 5}}})
+	if err := d.Apply(context.Background(), &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cmds := sent()
+	if len(cmds) != 2 {
+		t.Fatalf("%d commands, want the update and its retry", len(cmds))
+	}
+	if rc, err := cmds[1].LookupErr("readConcern"); err == nil {
+		t.Errorf("retried update carries readConcern %s: the write session is causally consistent", rc)
 	}
 }

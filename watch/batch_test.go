@@ -60,8 +60,10 @@ func TestBatchClosesByTimeUnderSteadyStream(t *testing.T) {
 	var served []watch.Event
 	cps := &recordingCheckpoints{Store: f.st}
 	eng := &watch.Engine{Store: f.st, Checkpoints: cps, Log: zerolog.Nop(), Now: clk.Now,
-		Feed:   &tickingFeed{Feed: &recordingFeed{Feed: f.st, events: &served}, clk: clk, step: 10 * time.Millisecond},
-		Config: watch.Config{BatchSize: 1000, BatchMaxWait: 100 * time.Millisecond}}
+		Feed: &tickingFeed{Feed: &recordingFeed{Feed: f.st, events: &served}, clk: clk, step: 10 * time.Millisecond},
+		// A checkpoint after every batch (not the default spacing): the
+		// saves show where the batches closed.
+		Config: watch.Config{BatchSize: 1000, BatchMaxWait: 100 * time.Millisecond, CheckpointEvery: -1}}
 	if err := eng.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 // TestConfigDefaults: zero and negative settings take the documented
 // defaults; positive ones are kept.
 func TestConfigDefaults(t *testing.T) {
-	want := watch.Config{BatchSize: 500, BatchMaxWait: 200 * time.Millisecond, CheckpointInterval: 10 * time.Second,
+	want := watch.Config{BatchSize: 500, BatchMaxWait: 200 * time.Millisecond, CheckpointInterval: 10 * time.Second, CheckpointEvery: time.Second,
 		HistoryLost: watch.OnHistoryLostRebuild, MinBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second}
-	set := watch.Config{BatchSize: 3, BatchMaxWait: time.Second, CheckpointInterval: time.Minute, HistoryLost: watch.OnHistoryLostExit,
+	set := watch.Config{BatchSize: 3, BatchMaxWait: time.Second, CheckpointInterval: time.Minute, CheckpointEvery: 2 * time.Second, HistoryLost: watch.OnHistoryLostExit,
 		MinBackoff: time.Second, MaxBackoff: time.Hour, IdlePause: time.Millisecond, Epoch: 4, Owner: "x"}
 	for _, c := range []struct {
 		name     string
@@ -27,6 +27,8 @@ func TestConfigDefaults(t *testing.T) {
 		{"zero", watch.Config{}, want},
 		{"negative", watch.Config{BatchSize: -1, BatchMaxWait: -1, CheckpointInterval: -1, MinBackoff: -1, MaxBackoff: -1}, want},
 		{"set", set, set},
+		// Negative is a setting: a checkpoint after every batch.
+		{"checkpoint after every batch", watch.Config{CheckpointEvery: -1}, func() watch.Config { w := want; w.CheckpointEvery = -1; return w }()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := memstore.New()

@@ -11,11 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/progress"
 	"github.com/normal-oj/noj-materializer/resume"
@@ -33,15 +36,21 @@ const (
 
 // Config tunes the engine. Zero values take the defaults in parentheses.
 type Config struct {
-	BatchSize          int               // events per batch at most (500)
-	BatchMaxWait       time.Duration     // a batch closes this long after its first event (200ms)
-	CheckpointInterval time.Duration     // a quiet stream saves its postBatchResumeToken this often (10s)
-	HistoryLost        HistoryLostPolicy // (rebuild)
-	MinBackoff         time.Duration     // first retry delay after a transient error (100ms)
-	MaxBackoff         time.Duration     // cap of the exponential backoff (30s)
-	IdlePause          time.Duration     // pause after an empty poll, for feeds whose Next does not block (0)
-	Epoch              int64             // lease epoch (fencing token) every checkpoint carries; 0 without a lease
-	Owner              string            // instance id recorded with checkpoints
+	BatchSize          int           // events per batch at most (500)
+	BatchMaxWait       time.Duration // a batch closes this long after its first event (200ms)
+	CheckpointInterval time.Duration // a quiet stream saves its postBatchResumeToken this often (10s)
+	// CheckpointEvery is the least spacing between checkpoints saved after
+	// batches (1s); negative: a checkpoint after every batch. A processed
+	// batch whose token is not saved yet is saved once the spacing has
+	// elapsed (at the next batch or quiet poll), when a batch rebuilt,
+	// and on every way out of the stream (shutdown, errors).
+	CheckpointEvery time.Duration
+	HistoryLost     HistoryLostPolicy // (rebuild)
+	MinBackoff      time.Duration     // first retry delay after a transient error (100ms)
+	MaxBackoff      time.Duration     // cap of the exponential backoff (30s)
+	IdlePause       time.Duration     // pause after an empty poll, for feeds whose Next does not block (0)
+	Epoch           int64             // lease epoch (fencing token) every checkpoint carries; 0 without a lease
+	Owner           string            // instance id recorded with checkpoints
 }
 
 func (c *Config) defaults() {
@@ -53,6 +62,9 @@ func (c *Config) defaults() {
 	}
 	if c.CheckpointInterval <= 0 {
 		c.CheckpointInterval = 10 * time.Second
+	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = time.Second
 	}
 	if c.HistoryLost == "" {
 		c.HistoryLost = OnHistoryLostRebuild
@@ -100,7 +112,8 @@ type Engine struct {
 	failures int // consecutive failures without progress: the backoff's exponent
 	lastSave time.Time
 	cp       resume.Checkpoint
-	deferred error // a stream error met after part of a batch was read
+	unsaved  *Event // the last event of the last processed batch, its token not saved yet
+	deferred error  // a stream error met after part of a batch was read
 }
 
 func (e *Engine) init() {
@@ -138,7 +151,8 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // Run tails the change stream until ctx is cancelled (then it returns nil
 // once no write is in flight: an unfinished batch is abandoned and its
-// token not saved) or the fault policy decides to exit or stand by (the
+// token not saved; the batches processed whole are saved, Config.
+// CheckpointEvery) or the fault policy decides to exit or stand by (the
 // error, a *Fault, is returned). With no checkpoint it rebuilds first and
 // streams from the rebuild's start time.
 //
@@ -262,29 +276,45 @@ func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
 		}
 	}()
 	e.lastSave = e.Now()
+	e.unsaved = nil
+	first := true // no batch of this stream saved yet
+	// On every way out (shutdown, an error of the stream, of a batch or
+	// of a save), the batches processed whole are saved.
+	defer e.saveOnExit(ctx)
 	for {
-		batch, quiet, err := e.collect(ctx, st)
+		batch, quiet, err := e.collect(ctx, st, untilQuiet)
 		if err != nil {
 			return err
 		}
 		if len(batch) > 0 {
-			if err := e.ProcessBatch(ctx, batch); err != nil {
+			rebuilt, err := e.processBatch(ctx, batch)
+			if err != nil {
 				return err
 			}
 			last := batch[len(batch)-1]
-			if err := e.save(ctx, last.Token, last.ClusterTime); err != nil {
-				return err
+			e.unsaved = &last
+			// A rebuild is never replayed for want of a save; the first
+			// batch of a stream saves at once, so a save the server
+			// refuses (a missing privilege, a deposed epoch fenced) is
+			// met at the stream's start, not a spacing later.
+			if rebuilt || first || e.Config.CheckpointEvery < 0 || e.Now().Sub(e.lastSave) >= e.Config.CheckpointEvery {
+				if err := e.saveUnsaved(ctx, nil); err != nil {
+					return err
+				}
+				first = false
 			}
 		}
 		if quiet {
 			e.Metrics.LagSeconds.Set(0) // caught up with the oplog
 			if untilQuiet {
-				return e.save(ctx, st.ResumeToken(), bson.Timestamp{})
+				return e.saveUnsaved(ctx, st.ResumeToken())
 			}
-			if e.Now().Sub(e.lastSave) >= e.Config.CheckpointInterval {
-				// A quiet stream still moves forward: the
-				// postBatchResumeToken keeps its place as the oplog rolls.
-				if err := e.save(ctx, st.ResumeToken(), bson.Timestamp{}); err != nil {
+			since := e.Now().Sub(e.lastSave)
+			if (e.unsaved != nil && since >= e.Config.CheckpointEvery) || since >= e.Config.CheckpointInterval {
+				// Every event read so far is processed: the
+				// postBatchResumeToken covers them, and a quiet stream
+				// still moves forward with it as the oplog rolls.
+				if err := e.saveUnsaved(ctx, st.ResumeToken()); err != nil {
 					return err
 				}
 			}
@@ -298,9 +328,69 @@ func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
 	}
 }
 
+// saveUnsaved saves the checkpoint after the last processed batch: at
+// pbrt, the quiet stream's postBatchResumeToken, when given (it covers
+// every event read, all of them processed), else at the token of that
+// batch's last event. With neither it saves nothing.
+//
+// Saving after some batches only is as safe as after each: a token is
+// saved only once the writes of every batch up to it landed (each batch
+// is processed whole before the next is read), and the events after the
+// saved token are delivered again after a crash and recomputed from the
+// source, idempotently (at-least-once). What a sparser save costs is
+// replay: at most CheckpointEvery of events.
+func (e *Engine) saveUnsaved(ctx context.Context, pbrt bson.Raw) error {
+	if len(pbrt) > 0 {
+		var ct bson.Timestamp
+		if e.unsaved != nil {
+			ct = e.unsaved.ClusterTime
+		}
+		if err := e.save(ctx, pbrt, ct, true); err != nil {
+			return err
+		}
+		e.unsaved = nil
+		return nil
+	}
+	if e.unsaved == nil {
+		return nil
+	}
+	if err := e.save(ctx, e.unsaved.Token, e.unsaved.ClusterTime, false); err != nil {
+		return err
+	}
+	e.unsaved = nil
+	return nil
+}
+
+// saveOnExit saves the checkpoint after the last processed batch on the
+// way out of a stream (shutdown, an error), so a restart does not replay
+// what landed. It is bounded by closeTimeout and runs under the write
+// guard like every save, so a lease about to expire refuses it and a
+// deposed epoch is fenced; a failure is decided by the fault policy
+// (saveCheckpoint), logged and otherwise harmless: the events since the
+// previous checkpoint are replayed.
+func (e *Engine) saveOnExit(ctx context.Context) {
+	if e.unsaved == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	if err := e.saveUnsaved(sctx, nil); err != nil {
+		e.Log.Warn().Err(err).Msg("checkpoint of the last processed batch not saved on the way out; its events are replayed from the previous checkpoint")
+	}
+	e.unsaved = nil
+}
+
 // collect reads events until the batch is full, its wait has elapsed, or
 // the stream is quiet. quiet reports that the last poll found no event.
-func (e *Engine) collect(ctx context.Context, st Stream) (batch []Event, quiet bool, err error) {
+//
+// A batch holding only events that may be echoes of the daemon's own
+// writes (onlyEchoes) does not close at a quiet poll: it waits for more
+// events until its BatchMaxWait has passed (untilQuiet: never), so at a
+// low landing rate the echoes of one landing share the next landing's
+// batch instead of costing a batch of their own. Nothing is skipped: each
+// echo is recomputed as before, at most BatchMaxWait later (a write by
+// someone else to the derived fields is corrected that much later).
+func (e *Engine) collect(ctx context.Context, st Stream, untilQuiet bool) (batch []Event, quiet bool, err error) {
 	if err := e.deferred; err != nil {
 		e.deferred = nil
 		return nil, false, err
@@ -326,6 +416,16 @@ func (e *Engine) collect(ctx context.Context, st Stream) (batch []Event, quiet b
 			return nil, false, err
 		}
 		if !ok {
+			if !untilQuiet && len(batch) > 0 && e.Now().Before(deadline) && onlyEchoes(batch) {
+				// Nothing but what may be the echoes of the daemon's own
+				// writes: they would cost a batch of reads to find the
+				// values equal. Wait, up to the batch's wait, for the
+				// next landing to share the batch (and its reads).
+				if e.Config.IdlePause > 0 {
+					e.Sleep(ctx, e.Config.IdlePause)
+				}
+				continue
+			}
 			return batch, true, nil
 		}
 		if err != nil {
@@ -356,13 +456,20 @@ func (e *Engine) collect(ctx context.Context, st Stream) (batch []Event, quiet b
 // not save the checkpoint; the caller does, after it returns nil.
 func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 	e.init()
+	_, err := e.processBatch(ctx, events)
+	return err
+}
+
+// processBatch is ProcessBatch; rebuilt reports that the batch ran a
+// rebuild.
+func (e *Engine) processBatch(ctx context.Context, events []Event) (rebuilt bool, err error) {
 	start := e.Now()
 	keys := materialize.NewKeys()
 	for _, ev := range events {
 		keys.Merge(materialize.Extract(ev.Change))
 	}
 	if keys.Empty() {
-		return nil
+		return false, nil
 	}
 	// Read causally after the batch's last event: what it changed must be
 	// visible to the reads that decide the values written for it.
@@ -372,9 +479,9 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 			last = ev.ClusterTime
 		}
 	}
-	out, err := Recompute(WithReadAfter(ctx, last), e.Store, e.Store, e.deriver, keys)
+	out, err := recompute(WithReadAfter(ctx, last), e.Store, e.Store, e.deriver, keys, insertedInBatch(events))
 	if err != nil {
-		return e.fault(ctx, PhaseSourceRead, fmt.Errorf("recompute: %w", err))
+		return false, e.fault(ctx, PhaseSourceRead, fmt.Errorf("recompute: %w", err))
 	}
 	e.reportMalformed(out.Malformed)
 	if out.NeedRebuild {
@@ -383,7 +490,7 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 			e.Log.Warn().Int("submissions", out.Unresolved).Msg("submission events whose (user, problem) is unknown; rebuilding")
 		}
 		_, err := e.rebuild(ctx, "unresolved")
-		return err
+		return true, err
 	}
 	// Each write call is one bulk write of at most guardChunk models of
 	// one kind, the write guard asked right before it.
@@ -410,7 +517,7 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
 	if out.Writes.Len() > 0 {
@@ -428,7 +535,7 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
 	if e.Cache != nil && len(out.InvalidatePairs) > 0 {
@@ -446,7 +553,85 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 	m.BatchSeconds.Observe(e.Now().Sub(start).Seconds())
 	e.Log.Debug().Int("events", len(events)).Int("users", out.Users).Int("pairs", out.Pairs).
 		Int("writes", out.Writes.Len()).Int("reads", out.Reads).Msg("batch processed")
-	return nil
+	return false, nil
+}
+
+// onlyEchoes reports whether every event of batch may be the echo of a
+// write of the daemon: an update of a user's derived fields only, or of
+// homework entries only (paths below studentStatus.<user>.). Anything
+// else (a submission, a homework's configuration, an insert or replace,
+// an update of unknown fields) makes the batch close as usual.
+func onlyEchoes(batch []Event) bool {
+	for _, ev := range batch {
+		c := ev.Change
+		if c.Op != materialize.OpUpdate || c.Fields == nil {
+			return false
+		}
+		for _, f := range c.Fields {
+			switch c.Collection {
+			case materialize.CollUser:
+				if f != materialize.FieldSubmission && f != materialize.FieldACSubmission && f != materialize.FieldACProblemIDs {
+					return false
+				}
+			case materialize.CollHomework:
+				rest, ok := strings.CutPrefix(f, materialize.FieldStudentStatus+".")
+				if !ok || !strings.Contains(rest, ".") {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// insertedInBatch returns the submissions whose first event in events is
+// an insert carrying the pair (fullDocument's user and problem) and whose
+// later events in events are updates with known changed fields, none of
+// them user or problem, or replaces carrying the pair: up to the batch's
+// last event, such a submission was only ever in the pairs its events
+// name, so recomputing needs neither its key-index record nor its
+// current document to find them (see expandSubmissions). A delete, an
+// update moving it or of unknown fields, or an event that could not be
+// decoded leaves it out.
+func insertedInBatch(events []Event) map[bson.ObjectID]bool {
+	var out map[bson.ObjectID]bool
+	seen := make(map[bson.ObjectID]bool)
+	for _, ev := range events {
+		c := ev.Change
+		if c.Collection != materialize.CollSubmission {
+			continue
+		}
+		id := c.SubmissionID
+		first := !seen[id]
+		seen[id] = true
+		switch {
+		case first && c.Op == materialize.OpInsert && c.HasPair:
+			if out == nil {
+				out = make(map[bson.ObjectID]bool)
+			}
+			out[id] = true
+		case first:
+		case !out[id]:
+		case c.Op == materialize.OpReplace && c.HasPair:
+		case c.Op == materialize.OpUpdate && c.Fields != nil && !slices.ContainsFunc(c.Fields, movesSubmission):
+		default:
+			delete(out, id)
+		}
+	}
+	return out
+}
+
+// movesSubmission reports whether changed path f may change which pair a
+// submission belongs to.
+func movesSubmission(f string) bool {
+	for _, k := range []string{"user", "problem"} {
+		if f == k || strings.HasPrefix(f, k+".") {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Engine) reportMalformed(bad []*materialize.DecodeError) {
@@ -458,7 +643,7 @@ func (e *Engine) reportMalformed(bad []*materialize.DecodeError) {
 
 // rebuild runs a full recompute with writes (inside a running stream; the
 // stream's position is unchanged).
-func (e *Engine) rebuild(ctx context.Context, reason string) (*RebuildReport, error) {
+func (e *Engine) rebuild(ctx context.Context, reason string) (*drift.Report, error) {
 	e.init()
 	e.Metrics.Rebuilds.WithLabelValues(reason).Inc()
 	sink := e.Progress
@@ -500,14 +685,14 @@ func (e *Engine) logProgress(reason string) progress.Sink {
 
 // RebuildAndCheckpoint rebuilds and saves a checkpoint at the rebuild's
 // start time, so the next stream misses nothing that happened during it.
-func (e *Engine) RebuildAndCheckpoint(ctx context.Context) (*RebuildReport, error) {
+func (e *Engine) RebuildAndCheckpoint(ctx context.Context) (*drift.Report, error) {
 	e.init()
-	var rep *RebuildReport
+	var rep *drift.Report
 	_, err := e.rebuildAndCheckpoint(ctx, "requested", &rep)
 	return rep, err
 }
 
-func (e *Engine) rebuildAndCheckpoint(ctx context.Context, reason string, out **RebuildReport) (resume.Checkpoint, error) {
+func (e *Engine) rebuildAndCheckpoint(ctx context.Context, reason string, out **drift.Report) (resume.Checkpoint, error) {
 	rep, err := e.rebuild(ctx, reason)
 	if err != nil {
 		return resume.Checkpoint{}, err
@@ -537,8 +722,11 @@ func streamStart(t bson.Timestamp) bson.Timestamp {
 	return bson.Timestamp{T: 1, I: 0}
 }
 
-// save stores the checkpoint for token after the writes it covers landed.
-func (e *Engine) save(ctx context.Context, token bson.Raw, ct bson.Timestamp) error {
+// save stores the checkpoint for token after the writes it covers landed:
+// ct is the cluster time of the last event processed (zero: none since
+// the last save), caughtUp that token is a quiet stream's
+// postBatchResumeToken.
+func (e *Engine) save(ctx context.Context, token bson.Raw, ct bson.Timestamp, caughtUp bool) error {
 	if len(token) == 0 {
 		return nil
 	}
@@ -548,8 +736,11 @@ func (e *Engine) save(ctx context.Context, token bson.Raw, ct bson.Timestamp) er
 	cp.CaughtUpAt = time.Time{}
 	if !ct.IsZero() {
 		cp.ClusterTime = ct
-		e.Metrics.LagSeconds.Set(e.Now().Sub(time.Unix(int64(ct.T), 0)).Seconds())
-	} else {
+		if !caughtUp {
+			e.Metrics.LagSeconds.Set(e.Now().Sub(time.Unix(int64(ct.T), 0)).Seconds())
+		}
+	}
+	if caughtUp {
 		cp.CaughtUpAt = e.Now() // a quiet stream's postBatchResumeToken
 	}
 	cp.SavedAt = e.Now()

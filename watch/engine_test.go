@@ -1,8 +1,10 @@
 package watch_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -506,5 +508,132 @@ func BenchmarkCoalescing(b *testing.B) {
 		s := st.Stats()
 		b.ReportMetric(float64(s.Reads)/float64(events), "reads/event")
 		b.ReportMetric(float64(s.WriteCalls)/float64(events), "writecalls/event")
+	}
+}
+
+// stuckFeed fails every stream opened at one resume token the way a
+// change stream whose next event exceeds 16 MB does: the server answers
+// BSONObjectTooLarge at every reopen there (the adapter classifies it as
+// ErrResumeImpossible).
+type stuckFeed struct {
+	st    *memstore.Store
+	stuck bson.Raw
+}
+
+func (f stuckFeed) Open(ctx context.Context, at watch.Position) (watch.Stream, error) {
+	s, err := f.st.Open(ctx, at)
+	if err != nil || !bytes.Equal(at.Token, f.stuck) {
+		return s, err
+	}
+	return tooLarge{s}, nil
+}
+
+type tooLarge struct{ watch.Stream }
+
+func (tooLarge) Next(context.Context) (watch.Event, bool, error) {
+	return watch.Event{}, false, fmt.Errorf("change stream: (BSONObjectTooLarge) BSONObj size: 17825792 is invalid: %w", watch.ErrResumeImpossible)
+}
+
+// TestResumeImpossibleRebuilds: an event the server
+// cannot return (over 16 MB) used to end Run, and the restarted process
+// reopened at the same token forever. Now the engine rebuilds, saves the
+// rebuild's start and streams on from there.
+func TestResumeImpossibleRebuilds(t *testing.T) {
+	for _, policy := range []watch.HistoryLostPolicy{watch.OnHistoryLostRebuild, watch.OnHistoryLostExit} {
+		t.Run(string(policy), func(t *testing.T) {
+			f := newFixture(t)
+			drain(t, f.st)
+			cp, _, _ := f.st.LoadCheckpoint(context.Background())
+			id := f.submit(t, f.end.Add(-time.Hour))
+			f.land(t, id, 0, 100)
+			eng := newEngine(f.st)
+			eng.Feed = stuckFeed{f.st, cp.Token}
+			eng.Config.HistoryLost = policy
+			eng.Config.IdlePause = time.Millisecond
+			eng.Metrics = watch.NewMetrics(nil)
+			if err := runUntil(t, eng, func() bool { return f.user(t).Submission == 1 }); err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			if n := testutil.ToFloat64(eng.Metrics.Restarts.WithLabelValues("resume_impossible")); n != 1 {
+				t.Errorf("resume_impossible restarts = %v, want 1", n)
+			}
+			after, _, _ := f.st.LoadCheckpoint(context.Background())
+			if bytes.Equal(after.Token, cp.Token) && after.StartAt == cp.StartAt {
+				t.Error("checkpoint still at the stuck token")
+			}
+			checkConverged(t, f.st, "after an oversized event")
+		})
+	}
+}
+
+// readAfterStore records the watch.ReadAfter time of every source read.
+type readAfterStore struct {
+	*memstore.Store
+	seen []bson.Timestamp // zero: a read without one
+}
+
+func (s *readAfterStore) note(ctx context.Context) {
+	t, _ := watch.ReadAfter(ctx)
+	s.seen = append(s.seen, t)
+}
+
+func (s *readAfterStore) Submissions(ctx context.Context, users []string, pairs []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	s.note(ctx)
+	return s.Store.Submissions(ctx, users, pairs)
+}
+
+func (s *readAfterStore) Users(ctx context.Context, names []string) (map[string]watch.StoredUser, error) {
+	s.note(ctx)
+	return s.Store.Users(ctx, names)
+}
+
+func (s *readAfterStore) Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
+	s.note(ctx)
+	return s.Store.Homeworks(ctx, ids, users)
+}
+
+// TestBatchReadsCausallyAfterLastEvent, on the engine's
+// side: every read of a batch's recomputation carries the cluster time of
+// the batch's last event (the adapter turns it into readConcern
+// afterClusterTime), so the reads reflect what the batch's events did.
+func TestBatchReadsCausallyAfterLastEvent(t *testing.T) {
+	f := newFixture(t)
+	drain(t, f.st)
+	id := f.submit(t, f.end.Add(-time.Hour))
+	f.land(t, id, 0, 100)
+	// The batch: the two events above (the engine's own writes emit more
+	// afterwards, read by later batches).
+	last := bson.Timestamp{}
+	st, err := f.st.Open(context.Background(), watch.Position{StartAt: bson.Timestamp{T: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, ok, err := st.Next(context.Background())
+		if err != nil || !ok {
+			break
+		}
+		last = ev.ClusterTime
+	}
+	rs := &readAfterStore{Store: f.st}
+	eng := newEngine(f.st)
+	eng.Store = rs
+	eng.Config.BatchSize = 100
+	if err := eng.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.seen) == 0 {
+		t.Fatal("no source read")
+	}
+	if rs.seen[0] != last {
+		t.Errorf("first batch read after %v, want its last event %v", rs.seen[0], last)
+	}
+	for i, got := range rs.seen {
+		if got.IsZero() {
+			t.Errorf("read %d of a batch without a cluster time to read after", i)
+		}
+	}
+	if f.user(t).Submission != 1 {
+		t.Error("batch not applied")
 	}
 }

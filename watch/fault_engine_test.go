@@ -74,7 +74,7 @@ func runFor(t *testing.T, eng *watch.Engine, sl *sleeps, cond func() bool) error
 	}
 }
 
-// TestHistoryLostFailingRebuildBacksOff pins issue 16 defect 1: after the
+// TestHistoryLostFailingRebuildBacksOff: after the
 // history was lost, a rebuild that fails (every read fails) was retried at
 // once, forever: 200 rebuilds in 5 ms and no sleep. Every retry of the
 // rebuild now waits a backoff, and the backoff grows.
@@ -112,7 +112,7 @@ func TestHistoryLostFailingRebuildBacksOff(t *testing.T) {
 	}
 }
 
-// TestBackoffResetsAfterProgress pins issue 16 defect 2: the backoff
+// TestBackoffResetsAfterProgress: the backoff
 // counter only grew over a run, so after some failures long ago every
 // reopen waited near the cap. A saved checkpoint now resets it: the first
 // failure after progress waits the first backoff again.
@@ -169,7 +169,7 @@ func TestBackoffResetsAfterProgress(t *testing.T) {
 	}
 }
 
-// TestKeyIndexWriteRefusedIsSkipped pins issue 16 defect 3: a key-index
+// TestKeyIndexWriteRefusedIsSkipped: a key-index
 // write the server refuses for good was retried forever and the
 // checkpoint never moved. It is now skipped, counted and logged with the
 // submission's _id; the batch's derived values land and the checkpoint
@@ -240,7 +240,7 @@ func TestKeyIndexWriteRefusedIsSkipped(t *testing.T) {
 // message names the privilege.
 var errNoPrivilege = errors.New(`(Unauthorized) not authorized on normal-oj to execute command { update: "user" }: grant action "update" on normal-oj.user`)
 
-// TestUnauthorizedExits pins issue 16 defect 4: 13 Unauthorized on a read
+// TestUnauthorizedExits: 13 Unauthorized on a read
 // or a write was retried forever (Run returned nil after 20 refused
 // writes). Run now returns at once, without a retry, with an error that
 // names the privilege, whatever phase met it.
@@ -317,7 +317,7 @@ func (s *overloadStream) Next(ctx context.Context) (watch.Event, bool, error) {
 	return s.Stream.Next(ctx)
 }
 
-// TestOverloadedBacksOff pins issue 16 defect 10: stream errors of a
+// TestOverloadedBacksOff: stream errors of a
 // server asking clients to back off (SystemOverloadedError /
 // RetryableError labels, 211, 175) ended the process, and the restarts
 // added load. They now back off and reopen, never exit.
@@ -383,7 +383,7 @@ func (s *closeStream) Close(ctx context.Context) error {
 	return nil
 }
 
-// TestStreamCloseBounded pins issue 16 defect 11: the change stream was
+// TestStreamCloseBounded: the change stream was
 // closed under context.WithoutCancel, with no deadline, so with the
 // server unreachable shutdown and the lease release waited behind
 // killCursors. Close now runs under a deadline of at most 5 s.
@@ -433,7 +433,7 @@ func (g *guardLog) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]mate
 	return g.Store.RecordKeys(ctx, keys)
 }
 
-// TestBatchGuardPerBulkWrite pins issue 16 defect 7: a batch asked the
+// TestBatchGuardPerBulkWrite: a batch asked the
 // write guard once and then wrote everything under that one deadline (a
 // deadline change over a large class could outlive it). Each write call
 // of a batch is now one bulk write of at most 1,000 models of one kind,

@@ -38,7 +38,7 @@ func (d deniedLeases) Renew(ctx context.Context, owner string, epoch int64, ttl 
 }
 
 // TestLeaderUnauthorizedExits: a lease round trip refused for a missing
-// privilege (issue 16 defect 4, lease phase) was logged and retried every
+// privilege (in the lease phase) was logged and retried every
 // TTL/3 forever. Run now returns the error, naming the privilege, and
 // releases a lease it holds.
 func TestLeaderUnauthorizedExits(t *testing.T) {

@@ -3,13 +3,19 @@ package watch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/internal/memstore"
+	"github.com/normal-oj/noj-materializer/materialize"
+	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 	"github.com/normal-oj/noj-materializer/resume"
 	"github.com/normal-oj/noj-materializer/watch"
 )
@@ -363,4 +369,348 @@ func TestLeaderTakeoverAndEpochs(t *testing.T) {
 		}
 	}
 	t.Logf("epochs of successive terms: %v", epochs)
+}
+
+// TestLeaderMargin: the write guard refuses TTL - Margin after the last
+// renewal, with Margin defaulting to TTL/3 when unset and kept when set.
+func TestLeaderMargin(t *testing.T) {
+	for _, c := range []struct {
+		margin, refuseAfter time.Duration
+	}{
+		{0, ldTTL - ldTTL/3},
+		{-time.Millisecond, ldTTL - ldTTL/3},
+		{5 * time.Millisecond, ldTTL - 5*time.Millisecond},
+		{30 * time.Millisecond, ldTTL - 30*time.Millisecond},
+	} {
+		st := memstore.New()
+		g := &gatedLeases{LeaseStore: st}
+		clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+		l := newLeader(st, g, "a", clk)
+		l.Margin = c.margin
+		ctx, cancel := context.WithCancel(context.Background())
+		tm, err := startTerm(t, ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.setRefuse(true)
+		clk.Add(c.refuseAfter - time.Millisecond)
+		if _, err := tm.eng.WriteGuard(ctx); err != nil {
+			t.Errorf("margin %s: guard %s after acquiring: %v", c.margin, c.refuseAfter-time.Millisecond, err)
+		}
+		clk.Add(time.Millisecond)
+		if _, err := tm.eng.WriteGuard(ctx); !errors.Is(err, watch.ErrLeaseExpiring) {
+			t.Errorf("margin %s: guard %s after acquiring: %v, want ErrLeaseExpiring", c.margin, c.refuseAfter, err)
+		}
+		cancel()
+		<-tm.done
+	}
+}
+
+// releaseWatcher records the context of each Release.
+type releaseWatcher struct {
+	*gatedLeases
+	releaseErr []error
+}
+
+func (r *releaseWatcher) Release(ctx context.Context, owner string, epoch int64) error {
+	var err error
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < time.Second {
+		err = fmt.Errorf("release deadline only %s away", time.Until(dl))
+	}
+	r.releaseErr = append(r.releaseErr, errors.Join(ctx.Err(), err))
+	return r.gatedLeases.Release(ctx, owner, epoch)
+}
+
+// renewsEvery waits (up to a minute of real time) for n more renewals on
+// g and checks they were not sent faster than one per every. The bounds
+// hold on a loaded machine: a late tick only makes the wait longer, and
+// a ticker never fires early, so n renewals take at least (n-1)·every.
+// (A count of renewals in a fixed real time, as before, failed when the
+// machine was busy.)
+func renewsEvery(g *gatedLeases, n int, every time.Duration) error {
+	start, before := time.Now(), g.callsSoFar()
+	for g.callsSoFar() < before+n {
+		if time.Since(start) > time.Minute {
+			return fmt.Errorf("%d renewals in %s, want %d (one every %s)", g.callsSoFar()-before, time.Since(start), n, every)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if took := time.Since(start); took < time.Duration(n-1)*every {
+		return fmt.Errorf("%d renewals in %s, want one every %s at most", n, took, every)
+	}
+	return nil
+}
+
+// TestLeaderDoRenewsAndReleases: Do renews the lease every TTL/3 while
+// its job runs, and releases it afterwards with time to do so (a standby
+// takes over at once, not after expiry).
+func TestLeaderDoRenewsAndReleases(t *testing.T) {
+	st := memstore.New()
+	g := &gatedLeases{LeaseStore: st}
+	rw := &releaseWatcher{gatedLeases: g}
+	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	a := newLeader(st, g, "a", clk)
+	a.Leases = rw
+	err := a.Do(context.Background(), func(ctx context.Context, _ *watch.Engine) error {
+		return renewsEvery(g, 15, ldTTL/3)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rw.releaseErr) != 1 || rw.releaseErr[0] != nil {
+		t.Fatalf("releases: %v, want one with a live context", rw.releaseErr)
+	}
+	b := newLeader(st, g, "b", clk)
+	if err := b.Do(context.Background(), func(context.Context, *watch.Engine) error { return nil }); err != nil {
+		t.Errorf("b right after a released: %v", err)
+	}
+}
+
+// TestLeaderRun: Run campaigns; the holder streams, a second instance
+// stands by; when the holder shuts down it releases the lease and the
+// standby takes over at once with a new epoch, its checkpoints carrying it.
+func TestLeaderRun(t *testing.T) {
+	st := memstore.New()
+	must(st.Load(materialize.CollUser, mtest.Raw("_id", "alice", "submission", int32(4), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	g := &gatedLeases{LeaseStore: st}
+	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	run := func(l *watch.Leader) (context.CancelFunc, chan error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- l.Run(ctx) }()
+		return cancel, done
+	}
+	a := newLeader(st, g, "a", clk)
+	a.NewEngine = func(epoch int64) *watch.Engine {
+		return &watch.Engine{Store: st, Feed: st, Checkpoints: st, Log: zerolog.Nop(), Now: clk.Now,
+			Config: watch.Config{Epoch: epoch, Owner: "a", IdlePause: time.Millisecond}}
+	}
+	stopA, doneA := run(a)
+	eventually(t, "a streaming", func() bool {
+		cp, ok, _ := st.LoadCheckpoint(context.Background())
+		return ok && cp.Epoch == 1 && cp.Owner == a.ID()
+	})
+	b := newLeader(st, g, "b", clk)
+	b.NewEngine = func(epoch int64) *watch.Engine {
+		return &watch.Engine{Store: st, Feed: st, Checkpoints: st, Log: zerolog.Nop(), Now: clk.Now,
+			Config: watch.Config{Epoch: epoch, Owner: "b", IdlePause: time.Millisecond}}
+	}
+	rw := &releaseWatcher{gatedLeases: g}
+	b.Leases = rw
+	stopB, doneB := run(b)
+	defer stopB()
+	waitTicks(t, g, 3)
+	if l, _, _ := st.Current(context.Background()); l.Owner != a.ID() || l.Epoch != 1 {
+		t.Fatalf("lease %+v while a runs, want a's epoch 1", l)
+	}
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("a's Run: %v", err)
+	}
+	eventually(t, "b taking over", func() bool {
+		l, _, _ := st.Current(context.Background())
+		return l.Owner == b.ID() && l.Epoch == 2
+	})
+	must(st.Insert(materialize.CollUser, mtest.Raw("_id", "zed", "submission", int32(2), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	eventually(t, "b streaming", func() bool {
+		cp, ok, _ := st.LoadCheckpoint(context.Background())
+		return ok && cp.Epoch == 2 && cp.Owner == b.ID()
+	})
+	checkConverged(t, st, "after b processed an event")
+	stopB()
+	if err := <-doneB; err != nil {
+		t.Fatalf("b's Run: %v", err)
+	}
+	if l, _, _ := st.Current(context.Background()); !l.Expires.IsZero() {
+		t.Errorf("lease after b shut down: %+v, want released", l)
+	}
+	if len(rw.releaseErr) != 1 || rw.releaseErr[0] != nil {
+		t.Errorf("b's releases: %v, want one with a live context and time to run", rw.releaseErr)
+	}
+}
+
+// brokenFeed fails every Open with an error no retry can fix.
+type brokenFeed struct{}
+
+var errBrokenFeed = errors.New("not authorized on normal-oj to execute command aggregate")
+
+func (brokenFeed) Open(context.Context, watch.Position) (watch.Stream, error) {
+	return nil, errBrokenFeed
+}
+
+// TestLeaderRunLosesAndCampaigns: Run renews every TTL/3; when another
+// instance takes the lease, Run ends the term and stands by instead of
+// returning, then wins the lease back (a new epoch) once it is free; an
+// engine error no retry can fix ends Run with that error.
+func TestLeaderRunLosesAndCampaigns(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	g := &gatedLeases{LeaseStore: st}
+	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	a := newLeader(st, g, "a", clk)
+	a.NewEngine = func(epoch int64) *watch.Engine {
+		return &watch.Engine{Store: st, Feed: st, Checkpoints: st, Log: zerolog.Nop(), Now: clk.Now,
+			Config: watch.Config{Epoch: epoch, Owner: "a", IdlePause: time.Millisecond}}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	eventually(t, "a holding the lease", func() bool { l, _, _ := st.Current(ctx); return l.Owner == a.ID() && l.Epoch == 1 })
+	if err := renewsEvery(g, 12, ldTTL/3); err != nil {
+		t.Error(err)
+	}
+	g.hold(func() {
+		withServerTime(st, clk.Now().Add(10*ldTTL), func() { // a's lease has expired by then
+			if _, ok, err := st.Acquire(ctx, "b", ldTTL); err != nil || !ok {
+				t.Errorf("b's takeover: %v %v", ok, err)
+			}
+		})
+	})
+	waitTicks(t, g, 3) // a sees b's lease and stands by
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) after losing the lease; it must stand by", err)
+	default:
+	}
+	g.hold(func() { must(st.Release(ctx, "b", 2)) })
+	eventually(t, "a winning the lease back", func() bool { l, _, _ := st.Current(ctx); return l.Owner == a.ID() && l.Epoch == 3 })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after shutdown: %v", err)
+	}
+
+	c := newLeader(st, g, "c", clk)
+	c.NewEngine = func(epoch int64) *watch.Engine {
+		return &watch.Engine{Store: st, Feed: brokenFeed{}, Checkpoints: st, Log: zerolog.Nop(), Now: clk.Now,
+			Config: watch.Config{Epoch: epoch, Owner: "c"}}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, errBrokenFeed) {
+			t.Errorf("Run with a broken feed: %v, want its error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return the engine's error")
+	}
+}
+
+// flakyLeases fails every Acquire and Renew while down is set, as a lease
+// store whose server cannot be reached does.
+type flakyLeases struct {
+	*memstore.Store
+	down atomic.Bool
+}
+
+func (f *flakyLeases) Acquire(ctx context.Context, owner string, ttl time.Duration) (resume.Lease, bool, error) {
+	if f.down.Load() {
+		return resume.Lease{}, false, errors.New("server selection timeout")
+	}
+	return f.Store.Acquire(ctx, owner, ttl)
+}
+
+func (f *flakyLeases) Renew(ctx context.Context, owner string, epoch int64, ttl time.Duration) (resume.Lease, bool, error) {
+	if f.down.Load() {
+		return resume.Lease{}, false, errors.New("server selection timeout")
+	}
+	return f.Store.Renew(ctx, owner, epoch, ttl)
+}
+
+// waitGauge polls get until it returns want or a second passed.
+func waitGauge(t *testing.T, what string, get func() float64, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for get() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want %v", what, get(), want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestLeaderReportsMongoDBUp: the lease round trips drive
+// materializer_mongodb_up, on a standby (Run, another owner holds the
+// lease) and on the holder (renewals during a term), so /readyz can tell a
+// standby from an instance that cannot reach MongoDB.
+func TestLeaderReportsMongoDBUp(t *testing.T) {
+	const ttl = 60 * time.Millisecond
+	tests := []struct {
+		name string
+		run  func(ctx context.Context, l *watch.Leader) error
+	}{
+		{"standby", func(ctx context.Context, l *watch.Leader) error {
+			// Another instance holds the lease for the whole test.
+			if _, ok, err := l.Leases.Acquire(ctx, "other", time.Hour); err != nil || !ok {
+				t.Fatalf("other instance: acquire = %v, %v", ok, err)
+			}
+			return l.Run(ctx)
+		}},
+		{"holder", func(ctx context.Context, l *watch.Leader) error {
+			err := l.Do(ctx, func(ctx context.Context, _ *watch.Engine) error {
+				<-ctx.Done()
+				return nil
+			})
+			if errors.Is(err, watch.ErrLeaseExpiring) {
+				return nil // renewals failed long enough: the term ended, as it should
+			}
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			leases := &flakyLeases{Store: memstore.New()}
+			m := watch.NewMetrics(nil)
+			l := &watch.Leader{Leases: leases, Owner: "me", TTL: ttl, Metrics: m, Log: zerolog.Nop(),
+				NewEngine: func(int64) *watch.Engine { return &watch.Engine{} }}
+			up := func() float64 { return testutil.ToFloat64(m.MongoDBUp) }
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- tc.run(ctx, l) }()
+
+			waitGauge(t, "mongodb_up after a successful round trip", up, 1)
+			leases.down.Store(true)
+			waitGauge(t, "mongodb_up after a failed round trip", up, 0)
+			if tc.name == "standby" {
+				leases.down.Store(false)
+				waitGauge(t, "mongodb_up once the server is back", up, 1)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("leader: %v", err)
+			}
+		})
+	}
+}
+
+// fatalFeed opens no stream: a fatal (unclassified) error.
+type fatalFeed struct{}
+
+func (fatalFeed) Open(context.Context, watch.Position) (watch.Stream, error) {
+	return nil, errors.New("open change stream: (Unauthorized) not authorized on normal-oj to execute command")
+}
+
+// TestLeaderReleasesLeaseOnFatalError:
+// an engine that stops with a fatal error (the process then exits 1) gives
+// its lease up, so a standby takes over at once, not after the TTL.
+func TestLeaderReleasesLeaseOnFatalError(t *testing.T) {
+	st := memstore.New()
+	l := &watch.Leader{Leases: st, Owner: "a", TTL: time.Hour, Log: zerolog.Nop(),
+		NewEngine: func(epoch int64) *watch.Engine {
+			return &watch.Engine{Store: st, Feed: fatalFeed{}, Checkpoints: st, Log: zerolog.Nop(),
+				Config: watch.Config{Epoch: epoch, Owner: "a"}}
+		}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.Run(ctx); err == nil {
+		t.Fatal("Run = nil, want the engine's fatal error")
+	}
+	lease, ok, err := st.Current(ctx)
+	if err != nil || !ok {
+		t.Fatalf("no lease: %v", err)
+	}
+	if !lease.Expires.IsZero() {
+		t.Errorf("lease still held until %v after a fatal error: a standby waits the whole TTL", lease.Expires)
+	}
 }

@@ -14,7 +14,7 @@ import (
 
 func idleJob(context.Context, *watch.Engine) error { return nil }
 
-// TestStandbyClockAheadCannotTakeOver pins issue 8 item 5: a standby
+// TestStandbyClockAheadCannotTakeOver: a standby
 // whose clock runs an hour ahead used to take a lease the holder still
 // held (expiry was judged by the caller's clock); now the store's clock
 // (MongoDB's $$NOW) alone decides, and the holder's lease is live.
@@ -32,7 +32,7 @@ func TestStandbyClockAheadCannotTakeOver(t *testing.T) {
 	}
 }
 
-// TestSameInstanceIDTwoProcesses pins issue 8 item 6: two processes
+// TestSameInstanceIDTwoProcesses: two processes
 // configured with the same MATERIALIZER_INSTANCE_ID (a shared env file,
 // replicas: 2) used to both "renew" one lease and both write; each Leader
 // now holds the lease under its own random identity, so the second stands

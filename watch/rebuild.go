@@ -36,10 +36,6 @@ type RebuildOptions struct {
 	Decided func(*Fault)
 }
 
-// RebuildReport is the report of a full recompute, the engine's name for
-// drift.Report (the offline path reports in the same form).
-type RebuildReport = drift.Report
-
 // Rebuild recomputes every user and every studentStatus entry from the
 // whole source, writes the values that differ (unless opts.DryRun) and
 // records every submission's pair in the key index. It reads the cluster
@@ -105,12 +101,10 @@ func Rebuild(ctx context.Context, st RebuildStore, d *materialize.Deriver, opts 
 	onKeys := func(_ map[bson.ObjectID][]materialize.Pair, err error) error { return skipped(err) }
 	sink := &rebuildSink{ctx: ctx, st: st, opts: opts, rep: rep, users: users, stored: stored,
 		onErr: func(_ *Writes, err error) error { return skipped(err) }}
-	// The pairs' results borrow the Deriver's buffers (the sink keeps a
-	// Clone of what drifted); d is the caller's, shared with the
-	// incremental path, which keeps every result.
-	defer func(reuse bool) { d.Reuse = reuse }(d.Reuse)
-	d.Reuse = true
-	b := materialize.NewBuilder(d, cat, sink)
+	// The pairs' results borrow a BulkDeriver's buffers (the sink keeps a
+	// Clone of what drifted); it shares d's compiled programs, and d, the
+	// caller's, shared with the incremental path, keeps owning its results.
+	b := materialize.NewBulkBuilder(d.Bulk(), cat, sink)
 
 	var group []materialize.Submission
 	keys := make(map[bson.ObjectID][]materialize.Pair)
@@ -229,7 +223,7 @@ func (s *rebuildSink) Entry(h bson.ObjectID, user, pk string, e materialize.Entr
 	if len(s.rep.Diffs) < s.opts.MaxDiffs {
 		s.rep.Diffs = append(s.rep.Diffs, drift.EntryDiff(h, user, pk, v, ok, e))
 	}
-	// e may be the Deriver's until the next pair (Deriver.Reuse).
+	// e is the BulkDeriver's until the next pair.
 	s.w.Entries = append(s.w.Entries, EntryWrite{Homework: h, User: user, ProblemKey: pk, Entry: e.Clone()})
 	return s.maybeFlush()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -26,6 +27,33 @@ type Outcome struct {
 	Reads           int // source read calls
 
 	resets []resetRef // entries whose key is no problem id: start value
+	hwRead *hwRead    // the homeworks expandHomeworks read, for derive to reuse
+}
+
+// hwRead is one Homeworks read: the ids and users asked for, and the
+// documents returned.
+type hwRead struct {
+	ids   map[bson.ObjectID]bool
+	users map[string]bool
+	docs  map[bson.ObjectID]*HomeworkDoc
+}
+
+// covers reports whether r answers a read of ids for users.
+func (r *hwRead) covers(ids []bson.ObjectID, users []string) bool {
+	if r == nil {
+		return false
+	}
+	for _, id := range ids {
+		if !r.ids[id] {
+			return false
+		}
+	}
+	for _, u := range users {
+		if !r.users[u] {
+			return false
+		}
+	}
+	return true
 }
 
 // resetRef names an entry whose key no problem id renders to.
@@ -39,12 +67,19 @@ type resetRef struct {
 // what is stored. It reads in bulk: one call per kind of read whatever the
 // number of keys. It writes nothing; see Engine.ProcessBatch.
 func Recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.Deriver, keys *materialize.Keys) (*Outcome, error) {
+	return recompute(ctx, src, kidx, d, keys, nil)
+}
+
+// recompute is Recompute; the submissions in inserted were inserted by the
+// batch and never moved since (insertedInBatch): their pairs are the ones
+// their events carry.
+func recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.Deriver, keys *materialize.Keys, inserted map[bson.ObjectID]bool) (*Outcome, error) {
 	out := &Outcome{NewKeys: make(map[bson.ObjectID][]materialize.Pair)}
 	if keys.Rebuild {
 		out.NeedRebuild = true
 		return out, nil
 	}
-	if err := expandSubmissions(ctx, src, kidx, keys, out); err != nil {
+	if err := expandSubmissions(ctx, src, kidx, keys, inserted, out); err != nil {
 		return nil, err
 	}
 	if err := expandHomeworks(ctx, src, keys, out); err != nil {
@@ -62,11 +97,37 @@ func Recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.De
 // expandSubmissions resolves submission keys to users and pairs through the
 // current documents, the pairs change events carried, and the key index
 // (the only record of a deleted submission's pair).
-func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *materialize.Keys, out *Outcome) error {
+//
+// A submission inserted by the batch and never moved since (inserted,
+// see insertedInBatch) is neither looked up nor read: the pair its insert
+// carried is the only one it was ever in up to the batch's last event (it
+// did not exist before the insert), so no other derived value holds it;
+// a later move or delete is a later event, resolved when it is processed.
+// Its pair is recorded in the key index unconditionally (RecordKeys adds
+// to a set: recording again is a no-op), and its document is still read
+// with its pair's submissions, which also reports it if malformed.
+func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *materialize.Keys, inserted map[bson.ObjectID]bool, out *Outcome) error {
 	if len(keys.Submissions) == 0 {
 		return nil
 	}
-	ids := sortedIDs(keys.Submissions)
+	var ids []bson.ObjectID
+	for _, id := range sortedIDs(keys.Submissions) {
+		if !inserted[id] || len(keys.Submissions[id]) == 0 {
+			ids = append(ids, id)
+			continue
+		}
+		for _, p := range keys.Submissions[id] {
+			out.NewKeys[id] = appendPair(out.NewKeys[id], p)
+			keys.AddUser(p.User)
+			keys.AddPair(p)
+			if !slices.Contains(out.InvalidatePairs, p) {
+				out.InvalidatePairs = append(out.InvalidatePairs, p)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
 	known, err := kidx.LookupKeys(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("look up submission keys: %w", err)
@@ -81,8 +142,8 @@ func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *mat
 	for id, ps := range known {
 		pairs[id] = ps
 	}
-	for id, hinted := range keys.Submissions {
-		for _, p := range hinted {
+	for _, id := range ids {
+		for _, p := range keys.Submissions[id] {
 			if !slices.Contains(known[id], p) && !slices.Contains(out.NewKeys[id], p) {
 				out.NewKeys[id] = append(out.NewKeys[id], p)
 			}
@@ -174,14 +235,42 @@ func expandHomeworks(ctx context.Context, src Source, keys *materialize.Keys, ou
 			ids = append(ids, hu.Homework)
 			users = append(users, hu.User)
 		}
-		docs, bad, err := src.Homeworks(ctx, uniqueIDs(ids), uniqueStrings(users))
+		// The same homeworks are read for the users of the pairs known so
+		// far too: derive reuses this read when it needs no other
+		// homework and no other user (a batch of echoes: the entry path
+		// studentStatus.<u>.<p> is also read as user "<u>.<p>"), one
+		// read instead of two, both at the batch's causal point.
+		hwIDs, hwUsers := uniqueIDs(ids), uniqueStrings(users)
+		named := make(map[string]bool, len(hwUsers))
+		for _, u := range hwUsers {
+			named[u] = true
+		}
+		all := append([]string(nil), hwUsers...)
+		for p := range keys.Pairs {
+			all = append(all, p.User)
+		}
+		all = uniqueStrings(all)
+		docs, bad, err := src.Homeworks(ctx, hwIDs, all)
 		out.Reads++
 		if err != nil {
 			return fmt.Errorf("read homeworks: %w", err)
 		}
 		out.Malformed = append(out.Malformed, bad...)
 		for _, d := range docs {
-			out.Malformed = append(out.Malformed, d.Skipped...) // a named user's value is not a document
+			for _, sk := range d.Skipped {
+				// A named user's value is not a document (the pairs'
+				// users are reported as before: not here).
+				if u, ok := strings.CutPrefix(sk.Field, materialize.FieldStudentStatus+"."); ok && named[u] {
+					out.Malformed = append(out.Malformed, sk)
+				}
+			}
+		}
+		out.hwRead = &hwRead{ids: make(map[bson.ObjectID]bool, len(hwIDs)), users: make(map[string]bool, len(all)), docs: docs}
+		for _, id := range hwIDs {
+			out.hwRead.ids[id] = true
+		}
+		for _, u := range all {
+			out.hwRead.users[u] = true
 		}
 		for hu := range keys.HomeworkUsers {
 			if d, ok := docs[hu.Homework]; ok {
@@ -360,12 +449,27 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 	for _, r := range out.resets {
 		hwSet[r.homework] = struct{}{}
 	}
-	hws, bad, err := src.Homeworks(ctx, sortedIDs(hwSet), sortedStrings(pairUsers))
-	out.Reads++
-	if err != nil {
-		return fmt.Errorf("read homeworks: %w", err)
+	hwIDs, hwUsers := sortedIDs(hwSet), sortedStrings(pairUsers)
+	var hws map[bson.ObjectID]*HomeworkDoc
+	if out.hwRead.covers(hwIDs, hwUsers) {
+		// expandHomeworks read these homeworks for these users (and
+		// reported what could not be decoded); extra users' entries in
+		// them are never looked at (every use is per pair).
+		hws = make(map[bson.ObjectID]*HomeworkDoc, len(hwIDs))
+		for _, id := range hwIDs {
+			if d, ok := out.hwRead.docs[id]; ok {
+				hws[id] = d
+			}
+		}
+	} else {
+		var bad []*materialize.DecodeError
+		hws, bad, err = src.Homeworks(ctx, hwIDs, hwUsers)
+		out.Reads++
+		if err != nil {
+			return fmt.Errorf("read homeworks: %w", err)
+		}
+		out.Malformed = append(out.Malformed, bad...)
 	}
-	out.Malformed = append(out.Malformed, bad...)
 	get := func(id bson.ObjectID) *materialize.Homework {
 		if h, ok := hws[id]; ok {
 			return &h.Homework
@@ -420,6 +524,13 @@ func (out *Outcome) entry(doc *HomeworkDoc, user, pk string, e materialize.Entry
 		return
 	}
 	out.Writes.Entries = append(out.Writes.Entries, EntryWrite{Homework: doc.ID, User: user, ProblemKey: pk, Entry: e})
+}
+
+func appendPair(s []materialize.Pair, p materialize.Pair) []materialize.Pair {
+	if slices.Contains(s, p) {
+		return s
+	}
+	return append(s, p)
 }
 
 func cmpPair(a, b materialize.Pair) int {

@@ -1,6 +1,6 @@
 package main
 
-// Issue 17: the offline commands on mongodump archives (--archive, with
+// The offline commands on mongodump archives (--archive, with
 // or without --gzip), from a file and from standard input: the same
 // reports as on the same dump as a directory, and a corrected archive in
 // the same format whose untouched namespaces and metadata are byte for
@@ -25,6 +25,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/internal/bsontest"
 	"github.com/normal-oj/noj-materializer/materialize"
 )
 
@@ -52,25 +53,25 @@ func archiveOfDump(t testing.TB, colls map[string][]bson.Raw, zipped bool) ([]by
 	}
 	other, oplog := archNS{"school", "roster"}, archNS{"", "oplog"}
 	in.ns = append(in.ns, other, oplog)
-	in.docs[other] = []bson.Raw{mustRaw(t, bson.D{{Key: "_id", Value: 1}, {Key: "name", Value: "x"}})}
-	in.docs[oplog] = []bson.Raw{mustRaw(t, bson.D{{Key: "ts", Value: bson.Timestamp{T: 9, I: 1}}, {Key: "op", Value: "n"}, {Key: "o", Value: bson.D{}}})}
+	in.docs[other] = []bson.Raw{bsontest.Marshal(t, bson.D{{Key: "_id", Value: 1}, {Key: "name", Value: "x"}})}
+	in.docs[oplog] = []bson.Raw{bsontest.Marshal(t, bson.D{{Key: "ts", Value: bson.Timestamp{T: 9, I: 1}}, {Key: "op", Value: "n"}, {Key: "o", Value: bson.D{}}})}
 
 	var b bytes.Buffer
 	put32 := func(v uint32) { b.Write(binary.LittleEndian.AppendUint32(nil, v)) }
 	put32(0x8199e26d)
-	b.Write(mustRaw(t, bson.D{{Key: "concurrent_collections", Value: int32(4)}, {Key: "version", Value: "0.1"},
+	b.Write(bsontest.Marshal(t, bson.D{{Key: "concurrent_collections", Value: int32(4)}, {Key: "version", Value: "0.1"},
 		{Key: "server_version", Value: "7.0.14"}, {Key: "tool_version", Value: "100.10.0"}}))
 	for _, ns := range in.ns {
 		md := fmt.Sprintf(`{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id":{"$numberInt":"1"}},"name":"_id_"},{"v":{"$numberInt":"2"},"key":{"user":{"$numberInt":"1"},"problem":{"$numberInt":"1"}},"name":"user_1_problem_1"}],"uuid":"00112233445566778899aabbccddeeff","collectionName":%q,"type":"collection"}`, ns.coll)
 		if ns.db == "" {
 			md = ""
 		}
-		b.Write(mustRaw(t, bson.D{{Key: "db", Value: ns.db}, {Key: "collection", Value: ns.coll}, {Key: "metadata", Value: md},
+		b.Write(bsontest.Marshal(t, bson.D{{Key: "db", Value: ns.db}, {Key: "collection", Value: ns.coll}, {Key: "metadata", Value: md},
 			{Key: "size", Value: int32(0)}, {Key: "type", Value: ""}}))
 	}
 	put32(0xffffffff)
 	header := func(ns archNS, eof bool, crc uint64) {
-		b.Write(mustRaw(t, bson.D{{Key: "db", Value: ns.db}, {Key: "collection", Value: ns.coll}, {Key: "EOF", Value: eof}, {Key: "CRC", Value: int64(crc)}}))
+		b.Write(bsontest.Marshal(t, bson.D{{Key: "db", Value: ns.db}, {Key: "collection", Value: ns.coll}, {Key: "EOF", Value: eof}, {Key: "CRC", Value: int64(crc)}}))
 	}
 	table := crc64.MakeTable(crc64.ECMA)
 	crcs := map[archNS]uint64{}
@@ -107,15 +108,6 @@ func archiveOfDump(t testing.TB, colls map[string][]bson.Raw, zipped bool) ([]by
 		t.Fatal(err)
 	}
 	return z.Bytes(), in
-}
-
-func mustRaw(t testing.TB, v any) bson.Raw {
-	t.Helper()
-	b, err := bson.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // archiveRead is an archive as read here: prelude and each namespace's

@@ -4,581 +4,28 @@ package main
 // vectors (materialize/testdata/derive.jsonl): verify --dump on clean and
 // stale dumps, rebuild --dump --out and the bytes it may change, dry runs,
 // layouts and broken dumps. Expected counts come from the vectors' expect
-// sections through a comparison written here, independent of the code's
-// decoders; expected bytes come from the input dump itself.
+// sections through a comparison of the tests' own (dumpfixtures_test.go),
+// independent of the code's decoders; expected bytes come from the input
+// dump itself.
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
-	"io"
-	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/internal/bsontest"
 	"github.com/normal-oj/noj-materializer/internal/reference"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/materialize/materializetest"
 )
-
-const vectorsPath = "../../materialize/testdata/derive.jsonl"
-
-var (
-	vectorsOnce sync.Once
-	vectorsAll  []materializetest.Vector
-	vectorsErr  error
-)
-
-// readVectors returns every derive vector (read once per test binary).
-func readVectors(t testing.TB) []materializetest.Vector {
-	t.Helper()
-	vectorsOnce.Do(func() { vectorsAll, vectorsErr = materializetest.ReadVectors(vectorsPath) })
-	if vectorsErr != nil {
-		t.Fatal(vectorsErr)
-	}
-	if len(vectorsAll) == 0 {
-		t.Fatalf("%s: no vectors", vectorsPath)
-	}
-	return vectorsAll
-}
-
-// dumpColls returns the source collections of d, plus extra collections,
-// as dump.Write takes them.
-func dumpColls(d materialize.Docs, extra map[string][]bson.Raw) map[string][]bson.Raw {
-	m := map[string][]bson.Raw{
-		materialize.CollUser:       d.Users,
-		materialize.CollProblem:    d.Problems,
-		materialize.CollHomework:   d.Homeworks,
-		materialize.CollSubmission: d.Submissions,
-	}
-	for k, v := range extra {
-		m[k] = v
-	}
-	return m
-}
-
-func writeDump(t testing.TB, dir string, d materialize.Docs, extra map[string][]bson.Raw) {
-	t.Helper()
-	if err := dump.Write(dir, dumpColls(d, extra)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// applyExpected returns the vector's documents with its expected derived
-// values written in, and checks (independently) that they now match the
-// expect section everywhere.
-func applyExpected(t testing.TB, v materializetest.Vector) materialize.Docs {
-	t.Helper()
-	want, err := v.Expected()
-	if err != nil {
-		t.Fatal(err)
-	}
-	clean := materializetest.Apply(t, v.DB, want)
-	if u, e := independentDrift(t, clean, v); u+e != 0 {
-		t.Fatalf("%s: applying the expected values left %d users and %d entries differing from expect", v.Name, u, e)
-	}
-	return clean
-}
-
-// otherCollections are non-source collections a real dump also holds; the
-// materializer must copy them untouched.
-func otherCollections() map[string][]bson.Raw {
-	return map[string][]bson.Raw{
-		"course": {
-			materializetest.Raw("_id", bson.ObjectID{1, 2, 3}, "courseName", "Public", "studentNicknames", bson.D{{Key: "alice", Value: "A"}}),
-			materializetest.Raw("_id", bson.ObjectID{4, 5, 6}, "courseName", "Advanced", "score", 1.5),
-		},
-		"announcement": {},
-	}
-}
-
-// ---- an independent reading of the vectors' expectations ----
-
-// number reads a BSON number holding a whole value.
-func number(v bson.RawValue) (int64, bool) {
-	switch v.Type {
-	case bson.TypeInt32:
-		return int64(v.Int32()), true
-	case bson.TypeInt64:
-		return v.Int64(), true
-	case bson.TypeDouble:
-		f := v.Double()
-		if f == math.Trunc(f) && math.Abs(f) < 1<<63 {
-			return int64(f), true
-		}
-	}
-	return 0, false
-}
-
-// sameValue compares two BSON values the way the spec compares derived
-// values: numbers by value whatever their type, arrays element-wise,
-// documents by key set and values (key order aside), anything else by type
-// and bytes.
-func sameValue(a, b bson.RawValue) bool {
-	if an, ok := number(a); ok {
-		bn, ok := number(b)
-		return ok && an == bn
-	}
-	if a.Type != b.Type {
-		return false
-	}
-	switch a.Type {
-	case bson.TypeArray:
-		av, err1 := a.Array().Values()
-		bv, err2 := b.Array().Values()
-		if err1 != nil || err2 != nil || len(av) != len(bv) {
-			return false
-		}
-		for i := range av {
-			if !sameValue(av[i], bv[i]) {
-				return false
-			}
-		}
-		return true
-	case bson.TypeEmbeddedDocument:
-		ae, err1 := a.Document().Elements()
-		be, err2 := b.Document().Elements()
-		if err1 != nil || err2 != nil || len(ae) != len(be) {
-			return false
-		}
-		for _, x := range ae {
-			y, ok := element(b.Document(), x.Key())
-			if !ok || !sameValue(x.Value(), y) {
-				return false
-			}
-		}
-		return true
-	default:
-		return bytes.Equal(a.Value, b.Value)
-	}
-}
-
-// element returns the value of key in doc, matching the key exactly (a
-// username may contain '.').
-func element(doc bson.Raw, key string) (bson.RawValue, bool) {
-	els, err := doc.Elements()
-	if err != nil {
-		return bson.RawValue{}, false
-	}
-	for _, e := range els {
-		if e.Key() == key {
-			return e.Value(), true
-		}
-	}
-	return bson.RawValue{}, false
-}
-
-var userDerivedFields = []string{"submission", "AC_submission", "AC_problem_ids"}
-
-// expectCounts are the counts a verify of docs must print, computed from
-// the vector's expect section.
-type expectCounts struct {
-	users, driftedUsers, entries, driftedEntries int
-}
-
-// independentCounts compares docs with the vector's expect section: a user
-// (with a document) drifts unless it holds all three derived fields with
-// the expected values; an entry drifts unless it equals the expected one.
-func independentCounts(t testing.TB, docs materialize.Docs, v materializetest.Vector) expectCounts {
-	t.Helper()
-	var c expectCounts
-	users := map[string]bson.Raw{}
-	for _, u := range docs.Users {
-		if id, ok := u.Lookup("_id").StringValueOK(); ok {
-			users[id] = u
-		}
-	}
-	for _, eu := range v.ExpectUsers {
-		id := eu.Lookup("_id").StringValue()
-		doc, ok := users[id]
-		if !ok {
-			continue // no user document: never written, not compared
-		}
-		c.users++
-		for _, f := range userDerivedFields {
-			got, ok := element(doc, f)
-			if !ok || !sameValue(got, eu.Lookup(f)) {
-				c.driftedUsers++
-				break
-			}
-		}
-	}
-	hws := map[bson.ObjectID]bson.Raw{}
-	for _, h := range docs.Homeworks {
-		hws[h.Lookup("_id").ObjectID()] = h
-	}
-	for _, eh := range v.ExpectHWs {
-		id := eh.Lookup("_id").ObjectID()
-		doc, ok := hws[id]
-		if !ok {
-			t.Fatalf("%s: expected homework %s not in the documents", v.Name, id.Hex())
-		}
-		ess, ok := eh.Lookup("studentStatus").DocumentOK()
-		if !ok {
-			continue
-		}
-		var sss bson.Raw
-		if x, ok := element(doc, "studentStatus"); ok {
-			sss, _ = x.DocumentOK()
-		}
-		eusers, _ := ess.Elements()
-		for _, eu := range eusers {
-			eprobs, ok := eu.Value().DocumentOK()
-			if !ok {
-				continue
-			}
-			var sprobs bson.Raw
-			if sss != nil {
-				if x, ok := element(sss, eu.Key()); ok {
-					sprobs, _ = x.DocumentOK()
-				}
-			}
-			eps, _ := eprobs.Elements()
-			for _, ep := range eps {
-				c.entries++
-				var got bson.RawValue
-				found := false
-				if sprobs != nil {
-					got, found = element(sprobs, ep.Key())
-				}
-				if !found || !sameValue(got, ep.Value()) {
-					c.driftedEntries++
-				}
-			}
-		}
-	}
-	return c
-}
-
-func independentDrift(t testing.TB, docs materialize.Docs, v materializetest.Vector) (users, entries int) {
-	c := independentCounts(t, docs, v)
-	return c.driftedUsers, c.driftedEntries
-}
-
-// ---- reading reports ----
-
-type cliReport struct {
-	submissions                                  int
-	users, driftedUsers, entries, driftedEntries int
-	penaltyErrors, malformed                     int
-}
-
-var (
-	reSubmissions = regexp.MustCompile(`(?m)^submissions read: (\d+)$`)
-	reUsers       = regexp.MustCompile(`(?m)^users: (\d+) compared, (\d+) [a-z ]+$`)
-	reEntries     = regexp.MustCompile(`(?m)^entries: (\d+) compared, (\d+) [a-z ]+$`)
-	rePenalty     = regexp.MustCompile(`(?m)^penalty errors: (\d+)$`)
-	reMalformed   = regexp.MustCompile(`(?m)^malformed documents skipped: (\d+)$`)
-)
-
-// parseReport reads the counts a verify or rebuild printed.
-func parseReport(t testing.TB, r cliResult) cliReport {
-	t.Helper()
-	num := func(re *regexp.Regexp, i int) int {
-		m := re.FindStringSubmatch(r.stdout)
-		if m == nil {
-			t.Fatalf("no line matching %s in the report\n%v", re, r)
-		}
-		n, err := strconv.Atoi(m[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	return cliReport{
-		submissions:    num(reSubmissions, 1),
-		users:          num(reUsers, 1),
-		driftedUsers:   num(reUsers, 2),
-		entries:        num(reEntries, 1),
-		driftedEntries: num(reEntries, 2),
-		penaltyErrors:  num(rePenalty, 1),
-		malformed:      num(reMalformed, 1),
-	}
-}
-
-// checkReport compares a printed report with the counts computed from the
-// vector.
-func checkReport(t testing.TB, what string, r cliResult, v materializetest.Vector, want expectCounts) {
-	t.Helper()
-	got := parseReport(t, r)
-	wantRep := cliReport{
-		submissions: len(v.DB.Submissions), // the vectors hold no malformed submission
-		users:       want.users, driftedUsers: want.driftedUsers,
-		entries: want.entries, driftedEntries: want.driftedEntries,
-		penaltyErrors: v.PenaltyErrors,
-	}
-	if got != wantRep {
-		t.Errorf("%s: report %+v, want %+v\n%v", what, got, wantRep, r)
-	}
-}
-
-// ---- raw BSON, read and rebuilt here ----
-
-// readBSONFile splits a (possibly gzipped) .bson file into documents,
-// checking only the length framing.
-func readBSONFile(t testing.TB, path string) []bson.Raw {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.HasSuffix(path, ".gz") {
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if data, err = io.ReadAll(zr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var out []bson.Raw
-	for len(data) > 0 {
-		if len(data) < 5 {
-			t.Fatalf("%s: %d trailing bytes", path, len(data))
-		}
-		n := int(binary.LittleEndian.Uint32(data))
-		if n < 5 || n > len(data) {
-			t.Fatalf("%s: bad document length %d", path, n)
-		}
-		out = append(out, bson.Raw(data[:n]))
-		data = data[n:]
-	}
-	return out
-}
-
-// document assembles raw elements into a document.
-func document(elems [][]byte) bson.Raw {
-	n := 5
-	for _, e := range elems {
-		n += len(e)
-	}
-	out := binary.LittleEndian.AppendUint32(make([]byte, 0, n), uint32(n))
-	for _, e := range elems {
-		out = append(out, e...)
-	}
-	return append(out, 0)
-}
-
-// rawElement encodes one element from its type, key and value bytes.
-func rawElement(typ bson.Type, key string, value []byte) []byte {
-	out := append([]byte{byte(typ)}, key...)
-	out = append(out, 0)
-	return append(out, value...)
-}
-
-// stripUser removes the derived fields of a user document, keeping every
-// other element's bytes.
-func stripUser(t testing.TB, doc bson.Raw) bson.Raw {
-	t.Helper()
-	els, err := doc.Elements()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keep [][]byte
-	for _, e := range els {
-		if !slices.Contains(userDerivedFields, e.Key()) {
-			keep = append(keep, e)
-		}
-	}
-	return document(keep)
-}
-
-// stripHomework replaces the value of every studentStatus.<u>.<p> entry by
-// null, keeping every key, its order and every other byte.
-func stripHomework(t testing.TB, doc bson.Raw) bson.Raw {
-	t.Helper()
-	els, err := doc.Elements()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for _, e := range els {
-		ss, ok := e.Value().DocumentOK()
-		if e.Key() != "studentStatus" || !ok {
-			out = append(out, e)
-			continue
-		}
-		users, err := ss.Elements()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var us [][]byte
-		for _, u := range users {
-			probs, ok := u.Value().DocumentOK()
-			if !ok {
-				us = append(us, u)
-				continue
-			}
-			pels, err := probs.Elements()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ps [][]byte
-			for _, p := range pels {
-				ps = append(ps, rawElement(bson.TypeNull, p.Key(), nil))
-			}
-			us = append(us, rawElement(bson.TypeEmbeddedDocument, u.Key(), document(ps)))
-		}
-		out = append(out, rawElement(bson.TypeEmbeddedDocument, "studentStatus", document(us)))
-	}
-	return document(out)
-}
-
-func keysOf(t testing.TB, doc bson.Raw) []string {
-	t.Helper()
-	els, err := doc.Elements()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ks []string
-	for _, e := range els {
-		ks = append(ks, e.Key())
-	}
-	return ks
-}
-
-// filesOf lists the regular files of dir by name.
-func filesOf(t testing.TB, dir string) map[string][]byte {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]byte{}
-	for _, e := range ents {
-		if e.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()] = b
-	}
-	return out
-}
-
-// treeOf lists every file under dir (relative path → bytes).
-func treeOf(t testing.TB, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = b
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// checkOnlyDerivedChanged compares a dump directory (stale) with its
-// corrected copy (out): the same files; every file but user and homework
-// BSON byte-identical; the same documents in the same order, equal byte for
-// byte once the derived values are removed; user documents with the same
-// keys in the same order.
-func checkOnlyDerivedChanged(t testing.TB, stale, out string) {
-	t.Helper()
-	sf, of := filesOf(t, stale), filesOf(t, out)
-	if !slices.Equal(sortedKeys(sf), sortedKeys(of)) {
-		t.Fatalf("files differ: %v in the dump, %v in the copy", sortedKeys(sf), sortedKeys(of))
-	}
-	for name, sb := range sf {
-		base := strings.TrimSuffix(name, ".gz")
-		switch base {
-		case "user.bson", "homework.bson":
-			sdocs, odocs := readBSONFile(t, filepath.Join(stale, name)), readBSONFile(t, filepath.Join(out, name))
-			if len(sdocs) != len(odocs) {
-				t.Errorf("%s: %d documents, the copy has %d", name, len(sdocs), len(odocs))
-				continue
-			}
-			for i := range sdocs {
-				var s, o bson.Raw
-				if base == "user.bson" {
-					s, o = stripUser(t, sdocs[i]), stripUser(t, odocs[i])
-					if sk, ok := keysOf(t, sdocs[i]), keysOf(t, odocs[i]); !slices.Equal(sk, ok) {
-						t.Errorf("%s document %d: keys %v became %v", name, i, sk, ok)
-					}
-				} else {
-					s, o = stripHomework(t, sdocs[i]), stripHomework(t, odocs[i])
-				}
-				if !bytes.Equal(s, o) {
-					t.Errorf("%s document %d: non-derived bytes changed\n stale: %s\n   out: %s", name, i, s, o)
-				}
-			}
-		default:
-			if !bytes.Equal(sb, of[name]) {
-				t.Errorf("%s: not copied byte for byte", name)
-			}
-		}
-	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
-// readDumpDocs reads the four source collections of a flat dump directory
-// with the reader above.
-func readDumpDocs(t testing.TB, dir string) materialize.Docs {
-	t.Helper()
-	get := func(coll string) []bson.Raw {
-		for _, name := range []string{coll + ".bson", coll + ".bson.gz"} {
-			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-				return readBSONFile(t, filepath.Join(dir, name))
-			}
-		}
-		return nil
-	}
-	return materialize.Docs{
-		Users: get(materialize.CollUser), Problems: get(materialize.CollProblem),
-		Homeworks: get(materialize.CollHomework), Submissions: get(materialize.CollSubmission),
-	}
-}
-
-// hasDottedUser reports whether a vector names a user with a '.'.
-func hasDottedUser(v materializetest.Vector) bool {
-	for _, u := range v.ExpectUsers {
-		if strings.Contains(u.Lookup("_id").StringValue(), ".") {
-			return true
-		}
-	}
-	for _, h := range v.ExpectHWs {
-		if ss, ok := h.Lookup("studentStatus").DocumentOK(); ok {
-			els, _ := ss.Elements()
-			for _, e := range els {
-				if strings.Contains(e.Key(), ".") {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
-// ---- the tests ----
 
 // TestDumpVectorRoundTrip runs, for every derive vector:
 // (a) verify --dump on the clean dump (expected values applied): exit 0,
@@ -673,66 +120,6 @@ func TestDumpVectorRoundTrip(t *testing.T) {
 	}
 	if dotted == 0 {
 		t.Errorf("no vector has a username containing '.'")
-	}
-}
-
-func mapsEqual(a, b map[string][]byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		w, ok := b[k]
-		if !ok || !bytes.Equal(v, w) {
-			return false
-		}
-	}
-	return true
-}
-
-// driftiestVector returns a vector whose stale dump drifts in both users
-// and entries, including a dotted username when one does.
-func driftiestVector(t *testing.T) (materializetest.Vector, expectCounts) {
-	t.Helper()
-	var best materializetest.Vector
-	var bestC expectCounts
-	score := -1
-	for _, v := range readVectors(t) {
-		c := independentCounts(t, v.DB, v)
-		if c.driftedUsers == 0 || c.driftedEntries == 0 {
-			continue
-		}
-		s := c.driftedUsers + c.driftedEntries
-		if hasDottedUser(v) {
-			s += 1000
-		}
-		if s > score {
-			best, bestC, score = v, c, s
-		}
-	}
-	if score < 0 {
-		t.Fatal("no vector drifts in both users and entries")
-	}
-	return best, bestC
-}
-
-// gzipDir rewrites every file of dir as name.gz, as mongodump --gzip does.
-func gzipDir(t *testing.T, dir string) {
-	t.Helper()
-	for name, b := range filesOf(t, dir) {
-		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		if _, err := zw.Write(b); err != nil {
-			t.Fatal(err)
-		}
-		if err := zw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".gz"), buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Remove(filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
@@ -1005,12 +392,12 @@ func TestDumpNumericTypes(t *testing.T) {
 		t.Run(typ.String(), func(t *testing.T) {
 			conv := materialize.Docs{Problems: clean.Problems, Submissions: clean.Submissions}
 			for _, u := range clean.Users {
-				conv.Users = append(conv.Users, convertNumbers(t, u, typ, func(path []string) bool {
+				conv.Users = append(conv.Users, bsontest.ConvertNumbers(t, u, typ, func(path []string) bool {
 					return len(path) >= 1 && slices.Contains(userDerivedFields, path[0])
 				}))
 			}
 			for _, h := range clean.Homeworks {
-				conv.Homeworks = append(conv.Homeworks, convertNumbers(t, h, typ, func(path []string) bool {
+				conv.Homeworks = append(conv.Homeworks, bsontest.ConvertNumbers(t, h, typ, func(path []string) bool {
 					return len(path) >= 4 && path[0] == "studentStatus"
 				}))
 			}
@@ -1038,39 +425,6 @@ func TestDumpNumericTypes(t *testing.T) {
 	}
 }
 
-// convertNumbers re-encodes the int32 values at paths sel accepts as typ.
-func convertNumbers(t testing.TB, doc bson.Raw, typ bson.Type, sel func(path []string) bool) bson.Raw {
-	t.Helper()
-	var conv func(doc bson.Raw, path []string) bson.Raw
-	conv = func(doc bson.Raw, path []string) bson.Raw {
-		els, err := doc.Elements()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out [][]byte
-		for _, e := range els {
-			p := append(slices.Clone(path), e.Key())
-			val := e.Value()
-			switch {
-			case val.Type == bson.TypeInt32 && sel(p):
-				n := val.Int32()
-				if typ == bson.TypeInt64 {
-					out = append(out, rawElement(typ, e.Key(), binary.LittleEndian.AppendUint64(nil, uint64(int64(n)))))
-				} else {
-					out = append(out, rawElement(typ, e.Key(), binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(n)))))
-				}
-			case val.Type == bson.TypeEmbeddedDocument || val.Type == bson.TypeArray:
-				sub := conv(bson.Raw(val.Value), p)
-				out = append(out, rawElement(val.Type, e.Key(), sub))
-			default:
-				out = append(out, e)
-			}
-		}
-		return document(out)
-	}
-	return conv(doc, nil)
-}
-
 // TestDumpMissingAndForeignDerivedValues: user documents without the
 // derived fields, entries that are not derived values (a string, a
 // document with a foreign key), and a student whose value is not a
@@ -1084,7 +438,7 @@ func TestDumpMissingAndForeignDerivedValues(t *testing.T) {
 	clean := applyExpected(t, v)
 	d := materialize.Docs{Problems: clean.Problems, Submissions: clean.Submissions}
 	for _, u := range clean.Users {
-		d.Users = append(d.Users, stripUser(t, u))
+		d.Users = append(d.Users, bsontest.Without(t, u, userDerivedFields...))
 	}
 	// Homework 0: its first entry becomes a string, its second gains a
 	// foreign key; a student "ghost" with a non-document value is added.
@@ -1119,25 +473,25 @@ func TestDumpMissingAndForeignDerivedValues(t *testing.T) {
 					switch foreign {
 					case 0:
 						_, val, _ := bson.MarshalValue("oops")
-						ps = append(ps, rawElement(bson.TypeString, p.Key(), val))
+						ps = append(ps, bsontest.Element(bson.TypeString, p.Key(), val))
 					case 1:
 						entry := append(slices.Clone([]byte(p.Value().Value)[:len(p.Value().Value)-1]),
-							rawElement(bson.TypeBoolean, "late", []byte{1})...)
+							bsontest.Element(bson.TypeBoolean, "late", []byte{1})...)
 						entry = append(entry, 0)
 						binary.LittleEndian.PutUint32(entry, uint32(len(entry)))
-						ps = append(ps, rawElement(bson.TypeEmbeddedDocument, p.Key(), entry))
+						ps = append(ps, bsontest.Element(bson.TypeEmbeddedDocument, p.Key(), entry))
 					default:
 						ps = append(ps, p)
 					}
 					foreign++
 				}
-				us = append(us, rawElement(bson.TypeEmbeddedDocument, u.Key(), document(ps)))
+				us = append(us, bsontest.Element(bson.TypeEmbeddedDocument, u.Key(), bsontest.Doc(ps...)))
 			}
 			_, ghost, _ := bson.MarshalValue("not a document")
-			us = append(us, rawElement(bson.TypeString, "ghost", ghost))
-			out = append(out, rawElement(bson.TypeEmbeddedDocument, "studentStatus", document(us)))
+			us = append(us, bsontest.Element(bson.TypeString, "ghost", ghost))
+			out = append(out, bsontest.Element(bson.TypeEmbeddedDocument, "studentStatus", bsontest.Doc(us...)))
 		}
-		d.Homeworks = append(d.Homeworks, document(out))
+		d.Homeworks = append(d.Homeworks, bsontest.Doc(out...))
 	}
 	if foreign < 2 {
 		t.Skipf("%s: the first homework has %d entries, 2 needed", v.Name, foreign)
@@ -1181,7 +535,7 @@ func TestDumpMissingAndForeignDerivedValues(t *testing.T) {
 		t.Errorf("the output differs from the reference derivation:\n%s", strings.Join(d, "\n"))
 	}
 	for i, u := range fixed.Users {
-		if !bytes.Equal(stripUser(t, u), d.Users[i]) {
+		if !bytes.Equal(bsontest.Without(t, u, userDerivedFields...), d.Users[i]) {
 			t.Errorf("user %d: non-derived bytes changed", i)
 		}
 		ks := keysOf(t, u)
@@ -1190,81 +544,13 @@ func TestDumpMissingAndForeignDerivedValues(t *testing.T) {
 		}
 	}
 	for i, h := range fixed.Homeworks {
-		if !bytes.Equal(stripHomework(t, h), stripHomework(t, d.Homeworks[i])) {
+		if !bytes.Equal(bsontest.NullEntries(t, h), bsontest.NullEntries(t, d.Homeworks[i])) {
 			t.Errorf("homework %d: non-derived bytes changed", i)
 		}
 	}
 	if g, ok := element(fixed.Homeworks[0].Lookup("studentStatus").Document(), "ghost"); !ok || g.StringValue() != "not a document" {
 		t.Errorf("the unreadable student became %v", g)
 	}
-}
-
-// renameValue replaces a string value found in names.
-func renameValue(v bson.RawValue, names map[string]string) (bson.Type, []byte) {
-	if s, ok := v.StringValueOK(); ok {
-		if n, ok := names[s]; ok {
-			_, b, _ := bson.MarshalValue(n)
-			return bson.TypeString, b
-		}
-	}
-	return v.Type, v.Value
-}
-
-// renameUsers returns doc with the string value of each field in fields
-// and the keys of studentStatus renamed by names.
-func renameUsers(t testing.TB, doc bson.Raw, names map[string]string, fields ...string) bson.Raw {
-	t.Helper()
-	els, err := doc.Elements()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for _, e := range els {
-		switch {
-		case slices.Contains(fields, e.Key()):
-			typ, val := renameValue(e.Value(), names)
-			out = append(out, rawElement(typ, e.Key(), val))
-		case e.Key() == "studentStatus" && e.Value().Type == bson.TypeEmbeddedDocument:
-			users, err := e.Value().Document().Elements()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var us [][]byte
-			for _, u := range users {
-				k := u.Key()
-				if n, ok := names[k]; ok {
-					k = n
-				}
-				us = append(us, rawElement(u.Value().Type, k, u.Value().Value))
-			}
-			out = append(out, rawElement(bson.TypeEmbeddedDocument, "studentStatus", document(us)))
-		default:
-			out = append(out, e)
-		}
-	}
-	return document(out)
-}
-
-// renameVector renames users throughout a vector, its expectation included.
-func renameVector(t testing.TB, v materializetest.Vector, names map[string]string) materializetest.Vector {
-	t.Helper()
-	r := materializetest.Vector{Name: v.Name, PenaltyErrors: v.PenaltyErrors, DB: materialize.Docs{Problems: v.DB.Problems}}
-	for _, u := range v.DB.Users {
-		r.DB.Users = append(r.DB.Users, renameUsers(t, u, names, "_id"))
-	}
-	for _, s := range v.DB.Submissions {
-		r.DB.Submissions = append(r.DB.Submissions, renameUsers(t, s, names, "user"))
-	}
-	for _, h := range v.DB.Homeworks {
-		r.DB.Homeworks = append(r.DB.Homeworks, renameUsers(t, h, names))
-	}
-	for _, u := range v.ExpectUsers {
-		r.ExpectUsers = append(r.ExpectUsers, renameUsers(t, u, names, "_id"))
-	}
-	for _, h := range v.ExpectHWs {
-		r.ExpectHWs = append(r.ExpectHWs, renameUsers(t, h, names))
-	}
-	return r
 }
 
 // TestDumpUsernames: the derivation does not depend on what usernames
@@ -1334,5 +620,49 @@ func TestDumpUsernames(t *testing.T) {
 				t.Errorf("verify of the output: want exit 0\n%v", r)
 			}
 		})
+	}
+}
+
+// TestVerifyDumpUserFieldsAbsent: a clean dump plus a user document from
+// before 2020 (no submission, AC_submission, AC_problem_ids) and one whose
+// AC_* fields Back-End left absent, neither with a judged submission:
+// mongoengine reads them as 0, 0, [], so verify --dump finds no drift and
+// rebuild --dump --out copies both documents unchanged.
+func TestVerifyDumpUserFieldsAbsent(t *testing.T) {
+	cleanConfigEnv(t)
+	docs := applyExpected(t, readVectors(t)[0])
+	absent := []bson.Raw{
+		materializetest.Raw("_id", "pre2020", "username", "pre2020", "email", "pre2020@example.com"),
+		materializetest.Raw("_id", "acabsent", "username", "acabsent", "submission", int32(0)),
+	}
+	docs.Users = append(docs.Users, absent...)
+	dir := t.TempDir()
+	writeDump(t, dir, docs, nil)
+	r := runCLI(t, "verify", "--dump", dir)
+	if r.code != exitOK {
+		t.Fatalf("verify --dump reported drift for users whose absent fields equal the defaults\n%v", r)
+	}
+	out := filepath.Join(t.TempDir(), "fixed")
+	if r := runCLI(t, "rebuild", "--dump", dir, "--out", out); r.code != exitOK {
+		t.Fatalf("rebuild --dump: want exit 0\n%v", r)
+	}
+	d, err := dump.Resolve(out, "normal-oj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := d.Read("user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range absent {
+		found := false
+		for _, u := range users {
+			if bytes.Equal(u, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("rebuild --dump rewrote %s", want)
+		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 // than 4.4.
 const upgradeDocs = "docs/install.md#upgrading-42--44-and-further"
 
-// TestIntegrationOldServerHint (issue 16 defect 13): against MongoDB 4.2
+// TestIntegrationOldServerHint: against MongoDB 4.2
 // (MATERIALIZER_TEST_MONGODB_42_URI, or a mongo:4.2 container when a
 // Docker engine answers) a command fails with the driver's wire-version
 // error and a hint naming the upgrade section; run's is a JSON log line.
@@ -49,7 +49,7 @@ func TestIntegrationOldServerHint(t *testing.T) {
 	}
 }
 
-// TestIntegrationRunRefusesDirectSecondary (issue 16 defect 5): run and
+// TestIntegrationRunRefusesDirectSecondary: run and
 // rebuild refuse a secondary reached with directConnection=true, naming
 // the replica set URI; rebuild --dry-run (read-only) does not.
 func TestIntegrationRunRefusesDirectSecondary(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
-// TestRunFatalErrorIsJSON pins issue 16 defect 13: a fatal error of `run`
+// TestRunFatalErrorIsJSON: a fatal error of `run`
 // (here: nothing answers at the URI) is one more JSON log line, with the
 // connection hint in a field of its own, not plain text among the JSON
 // lines; the exit status stays 1.
@@ -38,7 +38,7 @@ func TestRunFatalErrorIsJSON(t *testing.T) {
 	}
 }
 
-// TestSayConnectingTellsTheTruth pins issue 16 defect 13: with
+// TestSayConnectingTellsTheTruth: with
 // serverSelectionTimeoutMS=0 the driver waits without limit
 // (internal/csot/csot.go:77) but the command's own connection deadline
 // (openTimeout) still ends the wait: the notice says so, not "no timeout".
@@ -57,7 +57,7 @@ func TestSayConnectingTellsTheTruth(t *testing.T) {
 	}
 }
 
-// TestHTTPAddrDefault pins issue 16 defect 12: the default listen address
+// TestHTTPAddrDefault: the default listen address
 // is not Prometheus's own :9090 and not every interface.
 func TestHTTPAddrDefault(t *testing.T) {
 	cleanConfigEnv(t)

@@ -86,7 +86,7 @@ func cleanConfigEnv(t testing.TB) {
 	}
 }
 
-// documentedCommands are the subcommands named by issue 3 and the README.
+// documentedCommands are the subcommands named by the README.
 var documentedCommands = []string{"run", "rebuild", "verify", "status", "explain", "seed", "version"}
 
 func TestHelpListsEveryCommand(t *testing.T) {
@@ -359,7 +359,7 @@ func offlineSetting(name string) bool {
 	return false
 }
 
-// TestOfflineIgnoresUnusedSettings (issue 9): offline commands do not
+// TestOfflineIgnoresUnusedSettings: offline commands do not
 // validate settings they never use, so MATERIALIZER_BATCH_SIZE=abc (or any
 // other daemon setting, however wrong) leaves verify --dump, rebuild
 // --dump and seed --out working.

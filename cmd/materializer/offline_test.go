@@ -1,6 +1,6 @@
 package main
 
-// Issue 9: an offline mode that never reports a false success, and
+// The offline mode: it never reports a false success, and
 // progress reports on long work.
 
 import (
@@ -281,7 +281,7 @@ func TestOfflineProgress(t *testing.T) {
 		code := runMain(context.Background(), env, args)
 		return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	}
-	// Issue 17: every phase is reported (writing too), the reading
+	// Every phase is reported (writing too), the reading
 	// phase's total (the files' sizes) is known while the submissions are
 	// read, and each document is counted once.
 	line := regexp.MustCompile(`(?m)^(verify|rebuild): (reading \w+|deriving|writing): .*/s`)

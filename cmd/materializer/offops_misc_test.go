@@ -1,6 +1,6 @@
 package main
 
-// Issue 17, item 8: smaller things an operator meets.
+// Offline commands: smaller things an operator meets.
 
 import (
 	"bytes"

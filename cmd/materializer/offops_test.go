@@ -1,6 +1,6 @@
 package main
 
-// Issue 17: the offline commands as operators run them on backups, in
+// The offline commands as operators run them on backups, in
 // containers, on mounted volumes.
 
 import (

@@ -1,6 +1,6 @@
 package main
 
-// Issue 17: docs/recovery.md's restore procedure, run as far as it runs
+// docs/recovery.md's restore procedure, run as far as it runs
 // without a server: its mongodump emulated by seed --out (same layout),
 // its container invocations run in process with their volumes mapped to
 // directories of the test.

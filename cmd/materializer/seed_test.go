@@ -209,7 +209,7 @@ func TestSeedSizes(t *testing.T) {
 	}
 }
 
-// TestSeedShapes (issue 9): the university shape puts users in courses of
+// TestSeedShapes: the university shape puts users in courses of
 // about --course-size students, a homework's studentStatus holds exactly
 // its course's students, a problem belongs to homeworks of one course and
 // a student submits only to their course's problems; the stress shape

@@ -1,6 +1,6 @@
 package main
 
-// Issue 17, item 6: an interrupted offline command stops promptly in
+// An interrupted offline command stops promptly in
 // every phase, removes its partial output, prints no report and exits
 // 130 (SIGINT) or 143 (SIGTERM); a second signal exits at once.
 

@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -70,6 +71,7 @@ func run(args []string, w io.Writer) error {
 	var rates, history, classes string
 	fs.DurationVar(&o.model.RTT, "rtt", time.Millisecond, "round-trip time charged per round trip")
 	fs.DurationVar(&o.model.PerByte, "per-byte", 8*time.Nanosecond, "time charged per byte sent or received (8ns ≈ 1 Gbit/s)")
+	fs.DurationVar(&o.model.Await, "await", 10*time.Millisecond, "how long a poll of the change stream waits for an event (the daemon's getMore waits up to its batch wait, 200ms)")
 	fs.StringVar(&rates, "rates", "10,100,1000", "landing rates (per second) of the rush on the anchor workload")
 	fs.IntVar(&o.landings, "landings", 200, "landings per rate (at least rate × --rate-seconds)")
 	fs.Float64Var(&o.rateSeconds, "rate-seconds", 2, "seconds each rate runs at least")
@@ -187,9 +189,15 @@ type row struct {
 	Total       storecost.Counts
 	Stale       []time.Duration // per landing, event to acknowledged derived write
 	CPU         time.Duration   // process CPU during the rush (engine, store, generator)
-	Alloc       uint64          // bytes allocated during the rush (the same)
-	Rebuild     storecost.Counts
-	RebuildWall time.Duration
+	StoreCPU    time.Duration   // CPU inside the store decorator (memstore, accounting, hooks)
+	GenCPU      time.Duration   // CPU of the load generator's goroutine (landings, waiting for idle)
+	// EngineThreadCPU is the CPU of the engine's goroutine (locked to its
+	// thread): the engine and the store calls it makes.
+	EngineThreadCPU time.Duration
+	Batches         int64  // batches the engine processed
+	Alloc           uint64 // bytes allocated during the rush (the same)
+	Rebuild         storecost.Counts
+	RebuildWall     time.Duration
 }
 
 func (r row) per(v int64) float64 { return float64(v) / float64(r.Landings) }
@@ -213,8 +221,12 @@ type tracker struct {
 	pending []landing
 	stale   []time.Duration
 	lastSeq int
-	saved   int // lastSeq at the last checkpoint save
+	quiet   int // quiet polls since the last event delivered or store call, begun after the batch wait of that event
 	acked   int
+	// lastAt is when the last event was delivered; wait the engine's
+	// BatchMaxWait: a batch of echoes only waits that long for more.
+	lastAt time.Time
+	wait   time.Duration
 }
 
 type landing struct {
@@ -226,6 +238,8 @@ func (t *tracker) event(ev watch.Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.lastSeq = seqOf(ev.ClusterTime)
+	t.quiet = 0
+	t.lastAt = time.Now()
 	if ev.Change.Collection != materialize.CollSubmission || ev.Change.Op != materialize.OpUpdate {
 		return
 	}
@@ -249,28 +263,45 @@ func (t *tracker) applied() {
 	t.pending = t.pending[:0]
 }
 
-// savedCheckpoint follows each checkpoint save. A landing still pending
-// then was in a batch that wrote nothing: the batch of its submit had
-// already read the result and written its values. It counts until this
-// save (an upper bound: the values were written earlier).
-func (t *tracker) savedCheckpoint() {
-	if len(t.pending) > 0 {
+// quietPoll follows each poll of the change stream that found no event.
+// A batch closes at a quiet poll (one of nothing but echoes, at the first
+// quiet poll after its BatchMaxWait), and the engine polls again only
+// after processing it, so two quiet polls in a row past the wait of the
+// last event delivered, with no store call between, mean every event
+// delivered was processed (this hook runs before the engine reads its
+// clock, and the engine's batch deadline is set after the event's hook
+// ran: the 5 ms margin covers that). A landing still pending then was in a batch
+// that wrote nothing (the batch of its submit had already read the result
+// and written its values): it counts until now (an upper bound).
+func (t *tracker) quietPoll() {
+	t.mu.Lock()
+	if time.Since(t.lastAt) >= t.wait+5*time.Millisecond {
+		t.quiet++
+	}
+	flush := t.quiet >= 2 && len(t.pending) > 0
+	t.mu.Unlock()
+	if flush {
 		t.applied()
 	}
+}
+
+// call follows every call of the store but the polls without events.
+func (t *tracker) call() {
 	t.mu.Lock()
-	t.saved = t.lastSeq
+	t.quiet = 0
 	t.mu.Unlock()
 }
 
 // seqOf inverts memstore's cluster times (base + 60 s per event).
 func seqOf(ts bson.Timestamp) int { return int((int64(ts.T) - 1_700_000_000) / 60) }
 
-// idle reports whether every event of st was delivered and a checkpoint
-// saved after it.
+// idle reports whether every event of st was delivered and processed.
+// (Checkpoints are saved at most every Config.CheckpointEvery, so a saved
+// checkpoint no longer marks the end of a batch.)
 func (t *tracker) idle(st *memstore.Store) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.lastSeq >= st.OplogLen() && t.saved >= st.OplogLen() && len(t.pending) == 0
+	return t.lastSeq >= st.OplogLen() && t.quiet >= 2 && len(t.pending) == 0
 }
 
 func waitIdle(ctx context.Context, t *tracker, st *memstore.Store, errc <-chan error) error {
@@ -311,10 +342,15 @@ func measure(ctx context.Context, model storecost.Model, p demo.RushParams, name
 	}
 	r := row{Name: name, Students: p.Students, Earlier: p.Earlier, Rate: rate, Landings: n, Submissions: len(rush.Docs[materialize.CollSubmission])}
 	cs := storecost.New(st, model)
-	t := &tracker{cs: cs, landed: make(map[bson.ObjectID]landing)}
-	cs.OnEvent, cs.OnApplied, cs.OnSaved = t.event, t.applied, t.savedCheckpoint
-	eng := &watch.Engine{Store: cs, Feed: cs, Checkpoints: cs, Log: zerolog.Nop(),
-		Config: watch.Config{IdlePause: 500 * time.Microsecond}}
+	// The daemon's defaults, BatchMaxWait set for the tracker to know it.
+	// The change stream's polls wait model.Await for an event, as the
+	// daemon's getMores do (maxAwaitTimeMS; shorter here, see --await),
+	// so the engine needs no IdlePause.
+	cfg := watch.Config{BatchMaxWait: 200 * time.Millisecond}
+	t := &tracker{cs: cs, landed: make(map[bson.ObjectID]landing), wait: cfg.BatchMaxWait}
+	cs.OnEvent, cs.OnApplied, cs.OnQuiet, cs.OnCall = t.event, t.applied, t.quietPoll, t.call
+	metrics := watch.NewMetrics(nil)
+	eng := &watch.Engine{Store: cs, Feed: cs, Checkpoints: cs, Log: zerolog.Nop(), Metrics: metrics, Config: cfg}
 	start := time.Now()
 	if _, err := eng.RebuildAndCheckpoint(ctx); err != nil {
 		return r, fmt.Errorf("%s: rebuild: %w", name, err)
@@ -327,12 +363,19 @@ func measure(ctx context.Context, model storecost.Model, p demo.RushParams, name
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Add(1)
+	thread := make(chan storecost.Thread, 1)
 	go func() {
 		defer wg.Done()
+		// The engine's goroutine on a thread of its own, whose CPU clock
+		// is then the engine's (and its store calls') CPU.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		thread <- storecost.CurrentThread()
 		if err := eng.Run(ctx); err != nil {
 			errc <- err
 		}
 	}()
+	engThread := <-thread
 	defer wg.Wait()
 	defer cancel()
 	// The rebuild's own writes come back as events: let them pass first.
@@ -345,6 +388,13 @@ func measure(ctx context.Context, model storecost.Model, p demo.RushParams, name
 	t.mu.Unlock()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	// The generator runs on this goroutine, locked to its thread, so its
+	// CPU is that thread's.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	gen0, _ := storecost.ThreadCPU()
+	batches0 := testutil.ToFloat64(metrics.Batches)
+	eng0, _ := engThread.CPU()
 	cpu0 := cpuTime()
 	begin := time.Now()
 	for i := 0; i < n; i++ {
@@ -374,9 +424,17 @@ func measure(ctx context.Context, model storecost.Model, p demo.RushParams, name
 		return r, fmt.Errorf("%s: %w", name, err)
 	}
 	r.CPU = cpuTime() - cpu0
+	if eng1, ok := engThread.CPU(); ok {
+		r.EngineThreadCPU = eng1 - eng0
+	}
+	if gen1, ok := storecost.ThreadCPU(); ok {
+		r.GenCPU = gen1 - gen0
+	}
+	r.Batches = int64(testutil.ToFloat64(metrics.Batches) - batches0)
 	runtime.ReadMemStats(&ms1)
 	r.Alloc = ms1.TotalAlloc - ms0.TotalAlloc
 	r.Total = cs.Counts().Sub(base)
+	r.StoreCPU = r.Total.CPU
 	t.mu.Lock()
 	r.Stale = slices.Clone(t.stale)
 	acked := t.acked
@@ -461,9 +519,13 @@ func printTable(w io.Writer, rows []row, be backend) {
 	}
 	fmt.Fprintln(w)
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-16s CPU %.0f µs/landing, %.0f KiB allocated/landing (engine, memstore and load generator together)\n",
-			r.Name, float64(r.CPU.Microseconds())/float64(r.Landings), float64(r.Alloc)/1024/float64(r.Landings))
+		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.Landings) }
+		fmt.Fprintf(w, "  %-16s batches %.2f/landing; CPU µs/landing: engine %.0f (its goroutine %.0f - store calls %.0f); process %.0f (generator %.0f); %.0f KiB allocated/landing (all)\n",
+			r.Name, r.per(r.Batches), us(r.EngineThreadCPU-r.StoreCPU), us(r.EngineThreadCPU), us(r.StoreCPU), us(r.CPU), us(r.GenCPU), float64(r.Alloc)/1024/float64(r.Landings))
 	}
+	fmt.Fprintln(w, "  engine CPU: the CPU of the engine's goroutine (locked to an OS thread, read from that thread's CPU clock) minus the CPU inside")
+	fmt.Fprintln(w, "  its calls of the store decorator (memstore, cost accounting, the bench's hooks, timed the same way); the Go runtime's")
+	fmt.Fprintln(w, "  background GC and scheduler work is in neither (it is in the process's figure, with the load generator's).")
 	fmt.Fprintln(w)
 }
 

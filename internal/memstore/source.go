@@ -36,7 +36,7 @@ func (s *Store) Submissions(ctx context.Context, users []string, pairs []materia
 	}
 	var out []materialize.Submission
 	var bad []*materialize.DecodeError
-	for _, raw := range s.all(materialize.CollSubmission) {
+	for _, raw := range s.candidates(users, pairs) {
 		sub, err := materialize.DecodeSubmission(raw)
 		if err != nil {
 			// A malformed submission matches the query when its user does.
@@ -66,7 +66,7 @@ func (s *Store) UserStats(ctx context.Context, users []string) (map[string]mater
 		tally[u] = new(materialize.UserTally)
 	}
 	var bad []*materialize.DecodeError
-	for _, raw := range s.all(materialize.CollSubmission) {
+	for _, raw := range s.candidates(users, nil) {
 		sub, err := materialize.DecodeSubmission(raw)
 		if err != nil {
 			if u, ok := raw.Lookup("user").StringValueOK(); ok && tally[u] != nil {

@@ -8,6 +8,8 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/normal-oj/noj-materializer/drift"
 	"github.com/normal-oj/noj-materializer/dump"
+	"github.com/normal-oj/noj-materializer/internal/bsontest"
 	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
@@ -338,4 +341,142 @@ func TestVerifyTooLargeAfterDuplicatePatch(t *testing.T) {
 		t.Fatalf("verify: %v, want a TooLargeError naming the homework", err)
 	}
 	t.Logf("%d-byte homework: %v", len(hw), err)
+}
+
+// largestVectors returns the n derive vectors (without duplicate _ids,
+// which memstore cannot hold) with the most homework and user bytes: the
+// most stored values to re-encode or rename.
+func largestVectors(t *testing.T, n int) []mtest.Vector {
+	t.Helper()
+	vs, err := mtest.ReadVectors("../../materialize/testdata/derive.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs = slices.DeleteFunc(vs, func(v mtest.Vector) bool { return hasDuplicateIDs(v.DB) })
+	size := func(v mtest.Vector) int {
+		n := 0
+		for _, d := range slices.Concat(v.DB.Homeworks, v.DB.Users) {
+			n += len(d)
+		}
+		return n
+	}
+	slices.SortStableFunc(vs, func(a, b mtest.Vector) int { return size(b) - size(a) })
+	return vs[:min(n, len(vs))]
+}
+
+// TestRunStoredNumbersOfAnyType: a derived number stored as an int64 or a
+// whole double means the value it holds: on the largest vectors with
+// their expected values applied and those numbers re-encoded, Run finds
+// nothing drifted and writes what the online rebuild leaves (the
+// documents as they are).
+func TestRunStoredNumbersOfAnyType(t *testing.T) {
+	userFields := []string{materialize.FieldSubmission, materialize.FieldACSubmission, materialize.FieldACProblemIDs}
+	for _, v := range largestVectors(t, 3) {
+		want, err := v.Expected()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clean := mtest.Apply(t, v.DB, want)
+		for _, typ := range []bson.Type{bson.TypeInt64, bson.TypeDouble} {
+			t.Run(v.Name+"/"+typ.String(), func(t *testing.T) {
+				conv := materialize.Docs{Problems: clean.Problems, Submissions: clean.Submissions}
+				changed := 0
+				convert := func(doc bson.Raw, sel func([]string) bool) bson.Raw {
+					if !mtest.DeepValidBSON(doc) {
+						return doc
+					}
+					c := bsontest.ConvertNumbers(t, doc, typ, sel)
+					if string(c) != string(doc) {
+						changed++
+					}
+					return c
+				}
+				for _, u := range clean.Users {
+					conv.Users = append(conv.Users, convert(u, func(p []string) bool { return slices.Contains(userFields, p[0]) }))
+				}
+				for _, h := range clean.Homeworks {
+					conv.Homeworks = append(conv.Homeworks, convert(h, func(p []string) bool {
+						return len(p) >= 4 && p[0] == materialize.FieldStudentStatus
+					}))
+				}
+				if changed == 0 {
+					t.Fatal("nothing converted")
+				}
+				checkSameAsOnline(t, conv)
+				rep, err := Run(context.Background(), writeTestDump(t, t.TempDir(), conv), Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.DriftedUsers+rep.DriftedEntries != 0 {
+					t.Errorf("%d users and %d entries drifted, want none: %+v", rep.DriftedUsers, rep.DriftedEntries, rep.Diffs)
+				}
+			})
+		}
+	}
+}
+
+// TestRunUsernamesOfAnyShape: the derivation does not depend on what a
+// username looks like: on the largest vectors with every user renamed to
+// names with '.', a leading '$', spaces, non-ASCII letters or digits only,
+// Run counts what it counts on the vector as it is and writes what the
+// online rebuild leaves.
+func TestRunUsernamesOfAnyShape(t *testing.T) {
+	shapes := []func(i int) string{
+		func(i int) string { return "a.b." + strconv.Itoa(i) },
+		func(i int) string { return "$user" + strconv.Itoa(i) },
+		func(i int) string { return "$" + strconv.Itoa(i) + ".x" },
+		func(i int) string { return "ユーザー " + strconv.Itoa(i) },
+		func(i int) string { return strconv.Itoa(100 + i) },
+		func(i int) string { return "..." + strings.Repeat("u", i+1) },
+	}
+	vs := largestVectors(t, 2)
+	for si, shape := range shapes {
+		v := vs[si%len(vs)]
+		t.Run(shape(0), func(t *testing.T) {
+			names := map[string]string{}
+			rename := func(u string) {
+				if _, ok := names[u]; !ok {
+					names[u] = shape(len(names))
+				}
+			}
+			for _, u := range v.DB.Users {
+				if n, ok := u.Lookup("_id").StringValueOK(); ok {
+					rename(n)
+				}
+			}
+			for _, s := range v.DB.Submissions {
+				if n, ok := s.Lookup("user").StringValueOK(); ok {
+					rename(n)
+				}
+			}
+			for _, h := range v.DB.Homeworks {
+				for _, e := range bsontest.Entries(t, h) {
+					rename(e.User)
+				}
+			}
+			r := materialize.Docs{Problems: v.DB.Problems}
+			for _, u := range v.DB.Users {
+				r.Users = append(r.Users, bsontest.RenameUsers(t, u, names, "_id"))
+			}
+			for _, s := range v.DB.Submissions {
+				r.Submissions = append(r.Submissions, bsontest.RenameUsers(t, s, names, "user"))
+			}
+			for _, h := range v.DB.Homeworks {
+				r.Homeworks = append(r.Homeworks, bsontest.RenameUsers(t, h, names))
+			}
+			checkSameAsOnline(t, r)
+			orig, err := Run(context.Background(), writeTestDump(t, t.TempDir(), v.DB), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Run(context.Background(), writeTestDump(t, t.TempDir(), r), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Submissions != orig.Submissions || got.Users != orig.Users || got.Entries != orig.Entries ||
+				got.DriftedUsers != orig.DriftedUsers || got.DriftedEntries != orig.DriftedEntries || got.PenaltyErrors != orig.PenaltyErrors {
+				t.Errorf("renamed: %+v\nas it is: %+v", got, orig)
+			}
+		})
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/internal/bsontest"
 )
 
 const vectorsPath = "../../materialize/testdata/derive.jsonl"
@@ -156,15 +158,6 @@ func TestVectorsStaleDiffer(t *testing.T) {
 	}
 }
 
-func mustRaw(t *testing.T, d bson.D) bson.Raw {
-	t.Helper()
-	b, err := bson.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestRejudgeInFlight: status -1 with score >= 0 counts with its stored
 // score and status -1; status -1 with score -1 and status -2 do not.
 func TestRejudgeInFlight(t *testing.T) {
@@ -172,13 +165,13 @@ func TestRejudgeInFlight(t *testing.T) {
 	end := bson.DateTime(1_000_000_000_000)
 	sub := func(n byte, ts bson.DateTime, status, score int32) bson.Raw {
 		id := bson.ObjectID{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, n}
-		return mustRaw(t, bson.D{{Key: "_id", Value: id}, {Key: "user", Value: "u"}, {Key: "problem", Value: int32(1)},
+		return bsontest.Marshal(t, bson.D{{Key: "_id", Value: id}, {Key: "user", Value: "u"}, {Key: "problem", Value: int32(1)},
 			{Key: "timestamp", Value: ts}, {Key: "status", Value: status}, {Key: "score", Value: score}})
 	}
 	db := DB{
-		Users:    []bson.Raw{mustRaw(t, bson.D{{Key: "_id", Value: "u"}})},
-		Problems: []bson.Raw{mustRaw(t, bson.D{{Key: "_id", Value: int32(1)}, {Key: "homeworks", Value: bson.A{hw}}})},
-		Homeworks: []bson.Raw{mustRaw(t, bson.D{{Key: "_id", Value: hw}, {Key: "duration", Value: bson.D{{Key: "end", Value: end}}},
+		Users:    []bson.Raw{bsontest.Marshal(t, bson.D{{Key: "_id", Value: "u"}})},
+		Problems: []bson.Raw{bsontest.Marshal(t, bson.D{{Key: "_id", Value: int32(1)}, {Key: "homeworks", Value: bson.A{hw}}})},
+		Homeworks: []bson.Raw{bsontest.Marshal(t, bson.D{{Key: "_id", Value: hw}, {Key: "duration", Value: bson.D{{Key: "end", Value: end}}},
 			{Key: "studentStatus", Value: bson.D{{Key: "u", Value: bson.D{{Key: "1", Value: bson.D{}}}}}}})},
 		Submissions: []bson.Raw{
 			sub(1, end-10, 0, 100), // AC

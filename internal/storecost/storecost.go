@@ -33,6 +33,11 @@ import (
 type Model struct {
 	RTT     time.Duration // per round trip
 	PerByte time.Duration // per byte sent or received (8ns ≈ 1 Gbit/s)
+	// Await is how long a poll of the change stream that finds no event
+	// waits for one, as a getMore with maxAwaitTimeMS does (0: it returns
+	// at once). The waiting polls the in-memory store, inside the
+	// decorator: its CPU is the store's, not the engine's.
+	Await time.Duration
 }
 
 // firstBatch is the number of documents a find or aggregate returns in its
@@ -73,6 +78,11 @@ type Counts struct {
 	Inner time.Duration
 	// Model is the time the model charged (sleeps).
 	Model time.Duration
+	// CPU is the CPU time spent inside the decorator's calls: the
+	// in-memory store, the accounting and the benchmark's hooks (each
+	// call runs locked to its OS thread and reads that thread's CPU
+	// clock); zero where ThreadCPU cannot be read.
+	CPU time.Duration
 	// ByCall is the round trips per method of the decorator
 	// ("Submissions", "Apply", "Next" for change events...).
 	ByCall map[string]int64
@@ -86,7 +96,7 @@ func (c Counts) Sub(d Counts) Counts {
 		DocsWritten: c.DocsWritten - d.DocsWritten, BytesWritten: c.BytesWritten - d.BytesWritten,
 		Events: c.Events - d.Events, EventBytes: c.EventBytes - d.EventBytes,
 		ExaminedDocs: c.ExaminedDocs - d.ExaminedDocs, ExaminedBytes: c.ExaminedBytes - d.ExaminedBytes,
-		Inner: c.Inner - d.Inner, Model: c.Model - d.Model,
+		Inner: c.Inner - d.Inner, Model: c.Model - d.Model, CPU: c.CPU - d.CPU,
 		ByCall: subMap(c.ByCall, d.ByCall),
 	}
 }
@@ -128,6 +138,10 @@ type Store struct {
 	OnEvent   func(watch.Event)
 	OnApplied func()
 	OnSaved   func()
+	// OnQuiet is called after each poll of the change stream that
+	// returned no event, OnCall after every other call.
+	OnQuiet func()
+	OnCall  func()
 }
 
 var (
@@ -164,6 +178,23 @@ type call struct {
 	writesDocs, writeBytes int64
 }
 
+// cpuSpan locks the calling goroutine to its OS thread and returns the
+// function that, deferred, adds the thread's CPU time since to the counts
+// and unlocks it. The model's sleep inside costs no CPU.
+func (s *Store) cpuSpan() func() {
+	runtime.LockOSThread()
+	c0, ok := ThreadCPU()
+	return func() {
+		c1, ok1 := ThreadCPU()
+		runtime.UnlockOSThread()
+		if ok && ok1 {
+			s.mu.Lock()
+			s.c.CPU += c1 - c0
+			s.mu.Unlock()
+		}
+	}
+}
+
 // charge records c and sleeps the model's time for it.
 func (s *Store) charge(c call) {
 	d := time.Duration(c.rt)*s.model.RTT + time.Duration(c.bytes+c.writeBytes)*s.model.PerByte
@@ -190,6 +221,9 @@ func (s *Store) charge(c call) {
 	s.c.Inner += c.inner
 	s.c.Model += d
 	s.mu.Unlock()
+	if s.OnCall != nil {
+		s.OnCall()
+	}
 	if d > 0 {
 		s.sleep(d)
 	}
@@ -253,6 +287,7 @@ func (s *Store) submissionsCost(subs []materialize.Submission, chunks int) call 
 // Submissions implements watch.Source (a find projected to the derivation's
 // fields, one per 500 terms).
 func (s *Store) Submissions(ctx context.Context, users []string, pairs []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	subs, bad, err := s.inner.Submissions(ctx, users, pairs)
 	c := s.submissionsCost(subs, chunksOf(len(users)+len(pairs)))
@@ -266,6 +301,7 @@ func (s *Store) Submissions(ctx context.Context, users []string, pairs []materia
 // ids]}, as for users whose submissions all have Back-End's types; the
 // server examines every submission of the user).
 func (s *Store) UserStats(ctx context.Context, users []string) (map[string]materialize.UserStats, []*materialize.DecodeError, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	out, bad, err := s.inner.UserStats(ctx, users)
 	c := call{read: true}
@@ -284,7 +320,7 @@ func (s *Store) UserStats(ctx context.Context, users []string) (map[string]mater
 	for _, u := range users {
 		want[u] = true
 	}
-	for _, raw := range s.inner.Collection(materialize.CollSubmission) {
+	for _, raw := range s.inner.UserSubmissions(users) {
 		if u, ok := raw.Lookup("user").StringValueOK(); ok && want[u] {
 			c.examDocs++
 			c.examBytes += int64(len(raw))
@@ -298,6 +334,7 @@ func (s *Store) UserStats(ctx context.Context, users []string) (map[string]mater
 
 // SubmissionsByID implements watch.Source.
 func (s *Store) SubmissionsByID(ctx context.Context, ids []bson.ObjectID) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	subs, bad, err := s.inner.SubmissionsByID(ctx, ids)
 	c := s.submissionsCost(subs, chunksOf(len(ids)))
@@ -327,6 +364,7 @@ func (s *Store) problemsCost(ids []int64, chunks int) call {
 
 // Problems implements watch.Source.
 func (s *Store) Problems(ctx context.Context, ids []int64) (map[int64]*materialize.Problem, []*materialize.DecodeError, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	out, bad, err := s.inner.Problems(ctx, ids)
 	found := make([]int64, 0, len(out))
@@ -341,6 +379,7 @@ func (s *Store) Problems(ctx context.Context, ids []int64) (map[int64]*materiali
 
 // ProblemsListing implements watch.Source (a find on the homeworks_1 index).
 func (s *Store) ProblemsListing(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]int64, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	out, err := s.inner.ProblemsListing(ctx, homeworks)
 	seen := map[int64]bool{}
@@ -363,6 +402,7 @@ func (s *Store) ProblemsListing(ctx context.Context, homeworks []bson.ObjectID) 
 // _id, duration, penalty and the named users' part of studentStatus; the
 // server reads each homework whole to build it).
 func (s *Store) Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	out, bad, err := s.inner.Homeworks(ctx, ids, users)
 	var uset map[string]bool
@@ -399,6 +439,7 @@ func (s *Store) Homeworks(ctx context.Context, ids []bson.ObjectID, users []stri
 
 // EntryKeys implements watch.Source (key names only).
 func (s *Store) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]watch.EntryRef, []*materialize.DecodeError, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	out, bad, err := s.inner.EntryKeys(ctx, homeworks)
 	c := call{read: true}
@@ -430,6 +471,7 @@ func (s *Store) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[b
 // EntriesForProblems implements watch.Source (an aggregation over every
 // homework: entry keys cannot be indexed).
 func (s *Store) EntriesForProblems(ctx context.Context, problems []int64) (map[int64][]materialize.HomeworkUser, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	out, err := s.inner.EntriesForProblems(ctx, problems)
 	c := call{read: true}
@@ -462,6 +504,7 @@ func (s *Store) EntriesForProblems(ctx context.Context, problems []int64) (map[i
 
 // Users implements watch.Source (_id and the three derived fields).
 func (s *Store) Users(ctx context.Context, names []string) (map[string]watch.StoredUser, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	out, err := s.inner.Users(ctx, names)
 	c := call{read: true}
@@ -510,6 +553,7 @@ func RecordKeysSize(id bson.ObjectID, pairs []materialize.Pair) int64 {
 // Apply implements watch.Writer: one bulk write per collection (per 1000
 // models), each model a filter and a $set.
 func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
+	defer s.cpuSpan()()
 	t := time.Now()
 	err := s.inner.Apply(ctx, w)
 	c := call{}
@@ -540,6 +584,7 @@ func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
 
 // LookupKeys implements watch.KeyIndex (a find on the key index by _id).
 func (s *Store) LookupKeys(ctx context.Context, ids []bson.ObjectID) (map[bson.ObjectID][]materialize.Pair, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	out, err := s.inner.LookupKeys(ctx, ids)
 	c := call{read: true}
@@ -560,6 +605,7 @@ func (s *Store) LookupKeys(ctx context.Context, ids []bson.ObjectID) (map[bson.O
 
 // RecordKeys implements watch.KeyIndex (one bulk write of upserts).
 func (s *Store) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materialize.Pair) error {
+	defer s.cpuSpan()()
 	t := time.Now()
 	err := s.inner.RecordKeys(ctx, keys)
 	c := call{}
@@ -577,7 +623,8 @@ func (s *Store) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materia
 }
 
 // ScanSubmissions implements watch.Scanner (one sorted find over the whole
-// collection, projected; getMores of 16 MiB).
+// collection, projected; getMores of 16 MiB). Its CPU is not counted in
+// Counts.CPU: fn, the rebuild's own work, runs inside it.
 func (s *Store) ScanSubmissions(ctx context.Context, fn func(materialize.Submission) error, bad func(*materialize.DecodeError)) error {
 	t := time.Now()
 	var c call
@@ -618,6 +665,7 @@ func (s *Store) wholeCost(coll string, fields ...string) call {
 
 // AllProblems implements watch.Scanner.
 func (s *Store) AllProblems(ctx context.Context) ([]*materialize.Problem, []*materialize.DecodeError, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	out, bad, err := s.inner.AllProblems(ctx)
 	c := s.wholeCost(materialize.CollProblem, "homeworks")
@@ -629,6 +677,7 @@ func (s *Store) AllProblems(ctx context.Context) ([]*materialize.Problem, []*mat
 // AllHomeworks implements watch.Scanner (every homework with its whole
 // studentStatus).
 func (s *Store) AllHomeworks(ctx context.Context) ([]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	out, bad, err := s.inner.AllHomeworks(ctx)
 	c := s.wholeCost(materialize.CollHomework, "duration", "penalty", materialize.FieldStudentStatus)
@@ -639,6 +688,7 @@ func (s *Store) AllHomeworks(ctx context.Context) ([]*watch.HomeworkDoc, []*mate
 
 // AllUsers implements watch.Scanner.
 func (s *Store) AllUsers(ctx context.Context) (map[string]watch.StoredUser, []*materialize.DecodeError, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	out, bad, err := s.inner.AllUsers(ctx)
 	c := s.wholeCost(materialize.CollUser, materialize.FieldSubmission, materialize.FieldACSubmission, materialize.FieldACProblemIDs)
@@ -649,6 +699,7 @@ func (s *Store) AllUsers(ctx context.Context) (map[string]watch.StoredUser, []*m
 
 // ClusterTime implements watch.Scanner (one command).
 func (s *Store) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	ct, err := s.inner.ClusterTime(ctx)
 	s.charge(call{read: true, rt: 1, inner: time.Since(t)})
@@ -657,6 +708,7 @@ func (s *Store) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 
 // LoadCheckpoint implements resume.Store (one find).
 func (s *Store) LoadCheckpoint(ctx context.Context) (resume.Checkpoint, bool, error) {
+	defer s.cpuSpan()()
 	t := time.Now()
 	cp, ok, err := s.inner.LoadCheckpoint(ctx)
 	s.charge(call{read: true, rt: 1, docs: 1, bytes: size(bson.D{{Key: "_id", Value: "checkpoint"}, {Key: "checkpoint", Value: cp}}), inner: time.Since(t)})
@@ -684,6 +736,7 @@ var mongoToken = func() bson.Raw {
 
 // SaveCheckpoint implements resume.Store (one update).
 func (s *Store) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error {
+	defer s.cpuSpan()()
 	t := time.Now()
 	err := s.inner.SaveCheckpoint(ctx, cp)
 	s.charge(call{rt: 1, writesDocs: 1, writeBytes: CheckpointWriteSize(cp), examDocs: 1, inner: time.Since(t)})
@@ -696,6 +749,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error 
 // Open implements watch.Feed: a stream whose events are counted (and
 // delayed by a round trip per getMore that returns events).
 func (s *Store) Open(ctx context.Context, at watch.Position) (watch.Stream, error) {
+	defer s.cpuSpan()()
 	st, err := s.inner.Open(ctx, at)
 	if err != nil {
 		return nil, err
@@ -742,10 +796,18 @@ func EventSize(e watch.Event) int64 {
 
 // Next implements watch.Stream.
 func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
+	defer st.s.cpuSpan()()
 	t := time.Now()
 	ev, ok, err := st.inner.Next(ctx)
+	for err == nil && !ok && time.Since(t) < st.s.model.Await && ctx.Err() == nil {
+		time.Sleep(200 * time.Microsecond)
+		ev, ok, err = st.inner.Next(ctx)
+	}
 	if err != nil || !ok {
 		st.inWait = true
+		if st.s.OnQuiet != nil {
+			st.s.OnQuiet()
+		}
 		return ev, ok, err
 	}
 	c := call{read: false, inner: time.Since(t), events: 1}

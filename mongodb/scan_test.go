@@ -2,7 +2,6 @@ package mongodb
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -61,33 +60,6 @@ func TestScansCausallyAfterOwnWrites(t *testing.T) {
 	}
 }
 
-// TestAuthenticationFailedNamesNoPrivilege: 18 AuthenticationFailed (a
-// wrong user name or password, a rotated credential: the handshake of a
-// new connection fails, and the driver returns the server's error as a
-// mongo.CommandError, mongo/errors.go:89-104) is fatal like 13, but no
-// privilege is missing: the message must say to check the credentials,
-// not name actions to grant.
-func TestAuthenticationFailedNamesNoPrivilege(t *testing.T) {
-	d, md, _ := mockDB(t)
-	md.AddResponses(commandError(18, "AuthenticationFailed", "Authentication failed."))
-	_, err := d.Users(context.Background(), []string{"alice"})
-	if c := watch.ClassOf(err); c != watch.Unauthorized {
-		t.Fatalf("class %s (%v), want unauthorized", c, err)
-	}
-	if strings.Contains(err.Error(), "needs action") {
-		t.Errorf("%v: names privileges to grant for an authentication failure", err)
-	}
-	if !strings.Contains(err.Error(), "authentication failed") {
-		t.Errorf("%v: does not say the authentication failed", err)
-	}
-	// 13 still names the privilege.
-	md.AddResponses(unauthorized("find"))
-	_, err = d.Users(context.Background(), []string{"alice"})
-	if !strings.Contains(err.Error(), `needs action(s) "find"`) {
-		t.Errorf("%v: 13 Unauthorized does not name the privilege", err)
-	}
-}
-
 // TestScansCausallyAfterHandoffOnReplicaSet: on a replica set too, a
 // rebuild's scans read causally after the hand-off time ClusterTime
 // returned (the majority commit point of the primary that answered). A
@@ -116,47 +88,6 @@ func TestScansCausallyAfterHandoffOnReplicaSet(t *testing.T) {
 	}
 }
 
-// TestClusterTimeMissingIsTransient: a replica set member can answer
-// without operationTime and $clusterTime for a while after it starts
-// (with --keyFile, until its signing keys exist: SERVER-43086), as a
-// compose file that starts MongoDB and the daemon together meets on the
-// first rebuild. That is worth a retry, not the exit that marking it
-// fatal causes (and the restart loop after it). A standalone has no
-// cluster time at all and never gets here (Standalone).
-func TestClusterTimeMissingIsTransient(t *testing.T) {
-	d, md, _ := mockDB(t)
-	md.AddResponses(emptyCursor("normal-oj.materializer_checkpoints"))
-	_, err := d.ClusterTime(context.Background())
-	if c := watch.ClassOf(err); c != watch.Transient {
-		t.Errorf("ClusterTime with no operationTime in the reply: class %s (%v), want transient", c, err)
-	}
-}
-
-// TestOpenUninitiatedReplicaSet: a mongod started with --replSet whose set
-// was never initiated (the likeliest mistake when converting Normal-OJ's
-// standalone) answers hello with isreplicaset true and no setName. Reached
-// with directConnection=true (the demo's URI) it must not be called a
-// standalone, for any command: the fix is rs.initiate(), not a conversion.
-func TestOpenUninitiatedReplicaSet(t *testing.T) {
-	ghost := bson.D{{Key: "isWritablePrimary", Value: false}, {Key: "secondary", Value: false}, {Key: "isreplicaset", Value: true},
-		{Key: "info", Value: "Does not have a valid replica set config"}, {Key: "maxWireVersion", Value: int32(21)}}
-	for _, cfg := range []Config{{Writes: true}, {}, {AllowStandalone: true, Writes: true}, {AllowStandalone: true}} {
-		client, md, _ := mockClient(t)
-		md.AddResponses(openReplies(ghost)...)
-		_, err := open(context.Background(), client, cfg.withDefaults())
-		if err == nil {
-			t.Errorf("%+v: open of an uninitiated replica set member succeeded", cfg)
-			continue
-		}
-		if !strings.Contains(err.Error(), "rs.initiate()") || strings.Contains(err.Error(), "is a standalone") {
-			t.Errorf("%+v: %v: want rs.initiate() named, not a standalone", cfg, err)
-		}
-		if c := watch.ClassOf(err); c != watch.NotPrimary {
-			t.Errorf("%+v: class %s, want not_primary", cfg, c)
-		}
-	}
-}
-
 // TestScanSubmissionsIndexCheckOutsideTheSession: the listIndexes before
 // the scan runs outside the scan's causally consistent session. Its reply
 // carries the primary's last applied optime (listIndexes takes no read
@@ -181,30 +112,5 @@ func TestScanSubmissionsIndexCheckOutsideTheSession(t *testing.T) {
 	after := cmds[len(cmds)-1].Lookup("readConcern", "afterClusterTime")
 	if tt, ti, _ := after.TimestampOK(); (bson.Timestamp{T: tt, I: ti}) != wrote {
 		t.Errorf("scan: afterClusterTime %v, want the daemon's write's %v (not listIndexes' %v)", after, wrote, applied)
-	}
-}
-
-// TestWriteSessionKeepsImplicitSemantics: the explicit session of a bulk
-// write exists only to learn the reply's operationTime; it must not be
-// causally consistent. The driver sends readConcern.afterClusterTime on
-// the writes of a causally consistent session that has an operation time
-// (x/mongo/driver/operation.go:1612-1619, DRIVERS-3274): a retry after a
-// fail-over would then wait until the new primary's oplog passes the old
-// primary's last applied time, which may include writes that roll back,
-// holding the write until the periodic no-op or the write deadline.
-func TestWriteSessionKeepsImplicitSemantics(t *testing.T) {
-	d, md, sent := mockDB(t)
-	old := bson.Timestamp{T: 1_800_000_100, I: 1}
-	notPrimary := append(commandError(10107, "NotWritablePrimary", "not primary", "RetryableWriteError"), bson.E{Key: "operationTime", Value: old})
-	md.AddResponses(notPrimary, bson.D{{Key: "ok", Value: 1}, {Key: "n", Value: 1}, {Key: "nModified", Value: 1}, {Key: "operationTime", Value: bson.Timestamp{T: 1_800_000_090, I: 5}}})
-	if err := d.Apply(context.Background(), &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}}); err != nil {
-		t.Fatal(err)
-	}
-	cmds := sent()
-	if len(cmds) != 2 {
-		t.Fatalf("%d commands, want the update and its retry", len(cmds))
-	}
-	if rc, err := cmds[1].LookupErr("readConcern"); err == nil {
-		t.Errorf("retried update carries readConcern %s: the write session is causally consistent", rc)
 	}
 }
