@@ -8,7 +8,7 @@
 // BSON to decode) and receive plain values; the watch package moves them
 // to and from MongoDB or an in-memory store.
 //
-// The contract is shared/spec/derivation.md. In short: the derived state
+// The contract is docs/derivation-spec.md. In short: the derived state
 // equals what Back-End's Submission.finish_judging (mongo/submission.py)
 // and User.add_submission (mongo/user.py) would produce if each ran exactly
 // once for every judged submission, taken in (timestamp, _id) order, from

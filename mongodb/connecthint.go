@@ -24,7 +24,7 @@ const demoURI = "mongodb://127.0.0.1:27017/?directConnection=true"
 
 // upgradeDocs is where the operations guide explains upgrading a
 // MongoDB older than 4.4 (what stock Normal-OJ runs: 4.2).
-const upgradeDocs = "docs/operations.md#upgrading-42--44-and-further"
+const upgradeDocs = "docs/install.md#upgrading-42--44-and-further"
 
 // wireVersionError matches the driver's error for a server too old for it
 // (x/mongo/driver/topology/fsm.go:151-158: "server at %s reports wire
@@ -80,7 +80,7 @@ func ConnectHint(uri string, err error) string {
 		desc.Kind == description.TopologyKindReplicaSetWithPrimary
 	if len(desc.Servers) == 0 && (replicaSet || setName != "") {
 		return fmt.Sprintf("hint: no server answered as a member of replica set %q: the URI's replicaSet differs from the server's set name (rs.status().set), or the server is a standalone; "+
-			"fix replicaSet= (a standalone must become a replica set: docs/operations.md#converting-the-standalone-to-a-one-node-replica-set)", setName)
+			"fix replicaSet= (a standalone must become a replica set: docs/install.md#converting-the-standalone-to-a-one-node-replica-set)", setName)
 	}
 	if setName != "" && desc.Kind == description.TopologyKindSingle && len(desc.Servers) == 1 &&
 		desc.Servers[0].Kind == description.Unknown && desc.Servers[0].LastError == nil {

@@ -253,7 +253,7 @@ func fail(db string, n need, op string, err error) error {
 		if n.coll == "" {
 			res = fmt.Sprintf("database %s (collection: \"\")", db)
 		}
-		return watch.WithClass(c, fmt.Errorf("%s: %w; not authorized: the user needs action(s) %s on %s (see the nojMaterializer role in docs/operations.md#a-least-privilege-role)",
+		return watch.WithClass(c, fmt.Errorf("%s: %w; not authorized: the user needs action(s) %s on %s (see the nojMaterializer role in docs/install.md#a-least-privilege-role)",
 			op, err, quoteAll(n.actions), res))
 	}
 	return watch.WithClass(c, fmt.Errorf("%s: %w", op, err))

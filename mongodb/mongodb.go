@@ -249,7 +249,7 @@ func checkWritable(hello bson.Raw) error {
 	if set != "" && len(hosts) > 0 {
 		use = fmt.Sprintf("the replica set's URI, mongodb://%s/?replicaSet=%s", strings.Join(hosts, ","), set)
 	}
-	return fmt.Errorf("the server %s is not the primary of replica set %q (a secondary reached with directConnection=true?): it takes no writes, and a direct connection never follows a fail-over; use %s (see docs/operations.md#requirements)",
+	return fmt.Errorf("the server %s is not the primary of replica set %q (a secondary reached with directConnection=true?): it takes no writes, and a direct connection never follows a fail-over; use %s (see docs/install.md#requirements)",
 		me, set, use)
 }
 
@@ -264,7 +264,7 @@ func checkWritable(hello bson.Raw) error {
 // The probe reads the user collection, not the checkpoint collection:
 // Open runs it for every command, and explain runs with a read-only role
 // granting find on the four source collections only
-// (docs/operations.md), which would answer a find of the checkpoint
+// (docs/install.md), which would answer a find of the checkpoint
 // collection with Unauthorized (13). RunCommand sends the command as
 // written, adding no read concern of its own (driver
 // mongo/database.go:198-216 builds the operation without ReadConcern;
@@ -274,7 +274,7 @@ func (d *DB) checkMajorityReads(ctx context.Context) error {
 	err := d.db.RunCommand(ctx, majorityProbeCommand(d.users.Name())).Err()
 	var ce mongo.CommandError
 	if errors.As(err, &ce) && ce.Code == codeReadConcernMajorityNotEnabled {
-		return watch.WithClass(watch.Fatal, fmt.Errorf("the server refuses majority reads (enableMajorityReadConcern=false), which every read of the materializer uses; enable it (see docs/operations.md#requirements): %w", err))
+		return watch.WithClass(watch.Fatal, fmt.Errorf("the server refuses majority reads (enableMajorityReadConcern=false), which every read of the materializer uses; enable it (see docs/install.md#requirements): %w", err))
 	}
 	if err != nil {
 		return fail(d.cfg.Database, needs(d.users.Name(), "find"), "majority read of "+d.users.Name(), err)
@@ -390,7 +390,7 @@ func checkTopology(hello bson.Raw) error {
 	if msg, ok := hello.Lookup("msg").StringValueOK(); ok && msg == "isdbgrid" {
 		return nil
 	}
-	return errors.New("server is a standalone mongod: change streams need a replica set; see docs/operations.md to convert a standalone")
+	return errors.New("server is a standalone mongod: change streams need a replica set; see docs/install.md to convert a standalone")
 }
 
 // checkInitiated fails for a mongod started with --replSet whose replica
@@ -403,7 +403,7 @@ func checkInitiated(hello bson.Raw) error {
 		return nil
 	}
 	info, _ := hello.Lookup("info").StringValueOK()
-	return fmt.Errorf("the server runs with --replSet but its replica set is not initiated (%q): run rs.initiate() (see docs/operations.md#converting-the-standalone-to-a-one-node-replica-set)", info)
+	return fmt.Errorf("the server runs with --replSet but its replica set is not initiated (%q): run rs.initiate() (see docs/install.md#converting-the-standalone-to-a-one-node-replica-set)", info)
 }
 
 // topology reads a hello (or isMaster) response: standalone is true for a

@@ -107,7 +107,7 @@ func TestCheckTopology(t *testing.T) {
 		t.Errorf("mongos: %v", err)
 	}
 	err := checkTopology(mtest.Raw("isWritablePrimary", true, "maxWireVersion", 21))
-	if err == nil || !strings.Contains(err.Error(), "change streams need a replica set; see docs/operations.md to convert a standalone") {
+	if err == nil || !strings.Contains(err.Error(), "change streams need a replica set; see docs/install.md to convert a standalone") {
 		t.Errorf("standalone: %v", err)
 	}
 	// Read-only tools (verify, status, seed, explain) accept a standalone.

@@ -21,7 +21,7 @@ import (
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
-// leastPrivilege is the role of docs/operations.md: collection → actions
+// leastPrivilege is the role of docs/install.md: collection → actions
 // ("" is the database resource). TestRoleDocumented keeps the two in step.
 var leastPrivilege = map[string][]string{
 	"":                             {"changeStream", "find"},
@@ -33,10 +33,10 @@ var leastPrivilege = map[string][]string{
 	"materializer_submission_keys": {"find", "insert", "update", "remove", "listIndexes", "createIndex", "createCollection"},
 }
 
-// TestRoleDocumented checks that docs/operations.md grants exactly the
+// TestRoleDocumented checks that docs/install.md grants exactly the
 // actions this package's least-privilege test runs with.
 func TestRoleDocumented(t *testing.T) {
-	doc, err := os.ReadFile("../docs/operations.md")
+	doc, err := os.ReadFile("../docs/install.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func authEnforced(ctx context.Context, t *testing.T) bool {
 }
 
 // TestIntegrationReadOnlyRole: explain's read-only role (find on the four
-// source collections, docs/operations.md "explain") opens the database,
+// source collections, docs/explain.md) opens the database,
 // Open's majority-read probe included, and makes explain's reads. It
 // needs a server that enforces authorization, like
 // TestIntegrationLeastPrivilege.

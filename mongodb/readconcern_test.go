@@ -169,7 +169,7 @@ func TestCheckMajorityReads(t *testing.T) {
 }
 
 // TestCheckMajorityReadsNeedsOnlyReadRole: Open's majority-read probe
-// runs for every command, explain included, which docs/operations.md
+// runs for every command, explain included, which docs/explain.md
 // says runs with a read-only role (find on submission, problem, homework
 // and user). A probe of another collection (the checkpoint collection)
 // would fail such a role's Open with Unauthorized (13) before explain

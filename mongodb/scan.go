@@ -409,7 +409,7 @@ func (a driverIndexes) create(ctx context.Context, coll string, model mongo.Inde
 // building, since a client disconnect does not kill createIndexes
 // (SERVER-101507), and the next start finds or joins that build. A
 // client-wide timeoutMS in the URI would impose a deadline again: do not
-// set one, or pre-build the indexes (docs/operations.md#indexes).
+// set one, or pre-build the indexes (docs/install.md#indexes).
 //
 // The builds do not block Back-End's writes (MongoDB 4.2+ builds hold
 // exclusive locks only at start and end) but take time on a large

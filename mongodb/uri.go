@@ -107,7 +107,7 @@ func (e *URIOptionError) Error() string { return e.Reason }
 //     and connects to whatever the host is, where the operator meant to
 //     name the set;
 //   - timeoutMS: it gives every command a deadline, index builds included,
-//     which the daemon runs without one (docs/operations.md, Indexes); its
+//     which the daemon runs without one (docs/install.md, Indexes); its
 //     own deadlines are Config.WriteTimeout and the lease.
 func CheckURIOptions(uri string) error {
 	_, rest, _ := strings.Cut(uri, "://")
@@ -138,7 +138,7 @@ func CheckURIOptions(uri string) error {
 			}
 		case "timeoutms":
 			return &URIOptionError{Option: "timeoutMS", Value: val,
-				Reason: fmt.Sprintf("timeoutMS=%s would give every command a deadline, index builds included (docs/operations.md, Indexes); remove it", val)}
+				Reason: fmt.Sprintf("timeoutMS=%s would give every command a deadline, index builds included (docs/install.md, Indexes); remove it", val)}
 		}
 	}
 	return nil

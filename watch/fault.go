@@ -221,7 +221,7 @@ func (a Action) String() string {
 
 // policy is THE fault policy: the action for each class (row) in each
 // phase (column). Nothing else decides whether an error is retried,
-// skipped or ends the engine; docs/operations.md's table is rendered from
+// skipped or ends the engine; docs/monitoring.md's table is rendered from
 // it (PolicyTable) and checked by a test.
 //
 // Why the cells are what they are:

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/operations.md's fault policy table from the code's")
+var update = flag.Bool("update", false, "rewrite docs/monitoring.md's fault policy table from the code's")
 
 const (
 	policyBegin = "<!-- fault-policy:begin (generated from watch/fault.go by `go test ./watch -run TestPolicyDoc -update`; do not edit) -->"
@@ -44,10 +44,10 @@ func renderPolicy() string {
 	return b.String()
 }
 
-// TestPolicyDoc: the fault policy table in docs/operations.md is the
+// TestPolicyDoc: the fault policy table in docs/monitoring.md is the
 // code's (run with -update to rewrite it after changing the table).
 func TestPolicyDoc(t *testing.T) {
-	path := filepath.Join("..", "docs", "operations.md")
+	path := filepath.Join("..", "docs", "monitoring.md")
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

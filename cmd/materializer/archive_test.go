@@ -433,19 +433,19 @@ func TestOfflineArchiveProgress(t *testing.T) {
 }
 
 // TestOperationsArchiveRestore runs the materializer steps of
-// docs/operations.md's restore from an archive (mongodump and mongorestore
+// docs/recovery.md's restore from an archive (mongodump and mongorestore
 // need a server; the gzipped archive the mongodump line writes is built
 // here): the rebuild writes the corrected archive, and its verify exits 0
 // as the comment says.
 func TestOperationsArchiveRestore(t *testing.T) {
 	cleanConfigEnv(t)
-	doc, err := os.ReadFile("../../docs/operations.md")
+	doc, err := os.ReadFile("../../docs/recovery.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(doc), "<!-- procedure: restore from an archive")
 	if !ok {
-		t.Fatal("docs/operations.md: no marked restore from an archive")
+		t.Fatal("docs/recovery.md: no marked restore from an archive")
 	}
 	_, block, _ := strings.Cut(rest, "```sh\n")
 	block, _, _ = strings.Cut(block, "```")

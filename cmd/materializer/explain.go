@@ -29,7 +29,7 @@ directory instead (or an archive file; - for standard input). Exit status
 unknown user or problem, 130 or 143 when interrupted by SIGINT or SIGTERM.`)
 	user := fs.String("user", "", "the username (user._id, submission.user) (required)")
 	problemArg := fs.String("problem", "", "the problemId (problem._id, submission.problem) (required)")
-	asJSON := fs.Bool("json", false, "print the explanation as JSON (shape documented in README.md)")
+	asJSON := fs.Bool("json", false, "print the explanation as JSON (shape documented in docs/explain.md)")
 	dumpDir := fs.String("dump", "", "mongodump directory or archive file (- for standard input) to read instead of MongoDB")
 	if err := parseFlags(fs, args); err != nil {
 		return err

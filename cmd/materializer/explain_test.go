@@ -395,18 +395,18 @@ func TestExplainScenario(t *testing.T) {
 	}
 }
 
-// TestREADMEExplainSample: the sample in the README is what explain prints
-// on the seed data it names (seed --shape stress).
-func TestREADMEExplainSample(t *testing.T) {
+// TestDocExplainSample: the sample in docs/explain.md is what explain
+// prints on the seed data it names (seed --shape stress).
+func TestDocExplainSample(t *testing.T) {
 	cleanConfigEnv(t)
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/explain.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const cmd = "$ bin/materializer explain --dump /tmp/seed-dump --user student0004 --problem 2\n"
 	_, rest, ok := strings.Cut(string(readme), cmd)
 	if !ok {
-		t.Fatalf("README has no %q", cmd)
+		t.Fatalf("docs/explain.md has no %q", cmd)
 	}
 	sample, _, _ := strings.Cut(rest, "```")
 	dir := filepath.Join(t.TempDir(), "seed-dump")
@@ -418,6 +418,6 @@ func TestREADMEExplainSample(t *testing.T) {
 		t.Fatalf("explain\n%v", r)
 	}
 	if got := strings.ReplaceAll(r.stdout, dir, "/tmp/seed-dump"); got != sample {
-		t.Errorf("README sample differs from the output:\n--- README\n%s--- output\n%s", sample, got)
+		t.Errorf("docs/explain.md sample differs from the output:\n--- docs/explain.md\n%s--- output\n%s", sample, got)
 	}
 }

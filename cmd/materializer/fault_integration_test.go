@@ -10,7 +10,7 @@ import (
 
 // upgradeDocs is the section mongodb.ConnectHint names for a server older
 // than 4.4.
-const upgradeDocs = "docs/operations.md#upgrading-42--44-and-further"
+const upgradeDocs = "docs/install.md#upgrading-42--44-and-further"
 
 // TestIntegrationOldServerHint: against MongoDB 4.2
 // (MATERIALIZER_TEST_MONGODB_42_URI, or a mongo:4.2 container when a

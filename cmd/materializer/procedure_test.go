@@ -1,6 +1,6 @@
 package main
 
-// docs/operations.md's restore procedure, run as far as it runs
+// docs/recovery.md's restore procedure, run as far as it runs
 // without a server: its mongodump emulated by seed --out (same layout),
 // its container invocations run in process with their volumes mapped to
 // directories of the test.
@@ -81,7 +81,7 @@ func shellWords(line string) (words []string, comment string) {
 
 func TestOperationsRestoreProcedure(t *testing.T) {
 	cleanConfigEnv(t)
-	lines := docBlock(t, filepath.Join("..", "..", "docs", "operations.md"), "<!-- procedure: restore from a directory")
+	lines := docBlock(t, filepath.Join("..", "..", "docs", "recovery.md"), "<!-- procedure: restore from a directory")
 	pwd := t.TempDir()
 	if err := os.Mkdir(filepath.Join(pwd, "MongoDB"), 0o755); err != nil {
 		t.Fatal(err)

@@ -126,7 +126,7 @@ func rebuildOnline(ctx context.Context, env *environment, db watch.RebuildTarget
 func printRebuildCheckpoint(w io.Writer, rep *drift.Report, saved resume.Checkpoint, standalone bool) {
 	if standalone {
 		fmt.Fprintln(w, "checkpoint: none saved: the server is a standalone mongod, which has no oplog and no change stream to resume.")
-		fmt.Fprintln(w, "  The values above are written; 'run' needs a replica set (docs/operations.md), and its first start there rebuilds again.")
+		fmt.Fprintln(w, "  The values above are written; 'run' needs a replica set (docs/install.md), and its first start there rebuilds again.")
 		return
 	}
 	if len(saved.Token) > 0 || saved.StartAt.IsZero() {
@@ -436,7 +436,7 @@ lease holder and epoch.`)
 		return fmt.Errorf("read cluster time: %w", err)
 	}
 	if db.Standalone() {
-		fmt.Fprintln(env.stdout, "server: a standalone mongod: no oplog, no change stream and no cluster time; 'run' needs a replica set (docs/operations.md)")
+		fmt.Fprintln(env.stdout, "server: a standalone mongod: no oplog, no change stream and no cluster time; 'run' needs a replica set (docs/install.md)")
 	}
 	printStatus(env.stdout, cp, ok, now)
 	l, ok, err := db.Current(ctx)

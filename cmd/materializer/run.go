@@ -182,7 +182,7 @@ func openMongo(ctx context.Context, cfg *Config, log zerolog.Logger) (*mongodb.D
 				return
 			}
 			log.Warn().Str("collection", ix.Collection).Str("index", ix.Name).
-				Msg("building a missing index (commitQuorum majority); on a large collection this takes a while (no deadline). To pre-build it off-peak, see docs/operations.md#indexes")
+				Msg("building a missing index (commitQuorum majority); on a large collection this takes a while (no deadline). To pre-build it off-peak, see docs/install.md#indexes")
 		}); err != nil {
 			_ = db.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("create indexes (set %s_CREATE_INDEXES=false to skip and create them by hand): %w", envPrefix, err)

@@ -181,22 +181,22 @@ func alertRules(t *testing.T) []alertRule {
 // TestAlertRulesNameExportedMetrics: every alert expression names only
 // metrics the daemon's registry exports (or Prometheus's own scrape
 // series; those of usedFile), and every alert links its runbook in
-// docs/operations.md.
+// docs/monitoring.md.
 func TestAlertRulesNameExportedMetrics(t *testing.T) {
-	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", "monitoring.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	exprs := map[string]string{}
 	for _, r := range alertRules(t) {
 		exprs[r.Alert] = r.Expr
-		// A GitHub heading "#### MaterializerLagHigh" has the anchor #materializerlaghigh.
+		// A GitHub heading "### MaterializerLagHigh" has the anchor #materializerlaghigh.
 		anchor := strings.ToLower(r.Alert)
-		if want := "docs/operations.md#" + anchor; !strings.HasSuffix(r.Annotations["runbook_url"], want) {
+		if want := "docs/monitoring.md#" + anchor; !strings.HasSuffix(r.Annotations["runbook_url"], want) {
 			t.Errorf("%s: runbook_url %q does not end in %s", r.Alert, r.Annotations["runbook_url"], want)
 		}
-		if !bytes.Contains(guide, []byte("\n#### "+r.Alert+"\n")) {
-			t.Errorf("%s: docs/operations.md has no heading \"#### %s\" (its runbook)", r.Alert, r.Alert)
+		if !bytes.Contains(guide, []byte("\n### "+r.Alert+"\n")) {
+			t.Errorf("%s: docs/monitoring.md has no heading \"### %s\" (its runbook)", r.Alert, r.Alert)
 		}
 		if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 			t.Errorf("%s: needs a summary and a description", r.Alert)
