@@ -125,6 +125,16 @@ func (x *subIndex) keys(users []string, pairs []materialize.Pair) []string {
 // candidates returns the submissions a read of users and pairs may match,
 // in insertion order. The caller holds s.mu.
 func (s *Store) candidates(users []string, pairs []materialize.Pair) []bson.Raw {
+	if s.subs == nil {
+		// Built at the first read that needs it, in insertion order (the
+		// sequence put would have given), and kept from then on: a store
+		// only scanned whole (a rebuild) never pays for it.
+		s.subs = newSubIndex()
+		coll := s.colls[materialize.CollSubmission]
+		for _, k := range s.order[materialize.CollSubmission] {
+			s.subs.put(k, coll[k])
+		}
+	}
 	keys := s.subs.keys(users, pairs)
 	out := make([]bson.Raw, len(keys))
 	for i, k := range keys {

@@ -36,7 +36,7 @@ type Store struct {
 	mu    sync.Mutex
 	colls map[string]map[string]bson.Raw // collection → key (see docKey) → document
 	order map[string][]string            // insertion order of keys, for stable scans
-	subs  *subIndex                      // the submissions by user and by pair
+	subs  *subIndex                      // the submissions by user and by pair; nil until a read needs it
 
 	oplog   []bson.Raw // change events; event i has cluster time i+1
 	horizon int        // events before this index were truncated (history lost)
@@ -85,7 +85,6 @@ func New() *Store {
 		colls: make(map[string]map[string]bson.Raw),
 		order: make(map[string][]string),
 		keys:  make(map[bson.ObjectID][]materialize.Pair),
-		subs:  newSubIndex(),
 	}
 	for _, c := range []string{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem, materialize.CollUser} {
 		s.colls[c] = make(map[string]bson.Raw)
@@ -220,7 +219,7 @@ func (s *Store) Delete(coll string, id any) error {
 	}
 	delete(s.colls[coll], k)
 	s.order[coll] = slices.DeleteFunc(s.order[coll], func(x string) bool { return x == k })
-	if coll == materialize.CollSubmission {
+	if coll == materialize.CollSubmission && s.subs != nil {
 		s.subs.drop(k, true)
 	}
 	s.emit("delete", coll, v, nil, nil)
@@ -280,7 +279,7 @@ func (s *Store) putOwned(coll, k string, doc bson.Raw) {
 		s.order[coll] = append(s.order[coll], k)
 	}
 	m[k] = doc
-	if coll == materialize.CollSubmission {
+	if coll == materialize.CollSubmission && s.subs != nil {
 		s.subs.put(k, doc)
 	}
 }
