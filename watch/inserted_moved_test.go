@@ -1,0 +1,110 @@
+package watch_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/internal/memstore"
+	"github.com/normal-oj/noj-materializer/materialize"
+	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// movingStore runs move once, at the first read of a batch: a write that
+// lands after the batch's last event and before its reads (which are
+// causally after that event, so they may see it).
+type movingStore struct {
+	*memstore.Store
+	move func()
+}
+
+func (m *movingStore) once() {
+	if m.move != nil {
+		m.move()
+		m.move = nil
+	}
+}
+
+func (m *movingStore) LookupKeys(ctx context.Context, ids []bson.ObjectID) (map[bson.ObjectID][]materialize.Pair, error) {
+	m.once()
+	return m.Store.LookupKeys(ctx, ids)
+}
+
+func (m *movingStore) SubmissionsByID(ctx context.Context, ids []bson.ObjectID) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	m.once()
+	return m.Store.SubmissionsByID(ctx, ids)
+}
+
+func (m *movingStore) Submissions(ctx context.Context, users []string, pairs []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	m.once()
+	return m.Store.Submissions(ctx, users, pairs)
+}
+
+func (m *movingStore) UserStats(ctx context.Context, users []string) (map[string]materialize.UserStats, []*materialize.DecodeError, error) {
+	m.once()
+	return m.Store.UserStats(ctx, users)
+}
+
+// TestInsertedSubmissionMovedBeforeTheReadsHealedByEchoes: a submission
+// inserted by a batch (neither looked up nor read by id) that moves to
+// another pair after the batch's last event but before the batch reads
+// that pair's submissions (the reads are causally after the batch, so
+// they may see later writes) is counted in that pair's values, while the
+// key index records only the pair its insert carried. A later batch that
+// moves it on and deletes it (update events carry no pair) does not name
+// that pair; what recomputes it is the echo of the first batch's own
+// write, which follows the move in the oplog and is read with the later
+// batch. This guards that dependency: processing that batch without its
+// echoes leaves bob's entry holding the deleted submission (seen failing
+// that way). Echoes may be delayed (onlyEchoes) but never skipped.
+func TestInsertedSubmissionMovedBeforeTheReadsHealedByEchoes(t *testing.T) {
+	f := newFixture(t)
+	must(f.st.Load(materialize.CollUser, mtest.Raw("_id", "bob", "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	hw := f.st.Get(materialize.CollHomework, f.hw)
+	must(f.st.Update(materialize.CollHomework, setFields(hw, "studentStatus", mtest.D(
+		fxUser, mtest.D("7", mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})),
+		"bob", mtest.D("7", mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})))), []string{"studentStatus"}))
+	drain(t, f.st)
+	cp, _, err := f.st.LoadCheckpoint(context.Background())
+	must(err)
+
+	ts := f.end.Add(-time.Hour)
+	judged := func(id bson.ObjectID, user string) bson.Raw {
+		return mtest.Raw("_id", id, "user", user, "problem", int32(fxProblem), "languageType", int32(1),
+			"timestamp", bson.NewDateTimeFromTime(ts), "status", int32(0), "score", int32(100))
+	}
+	s, other := bson.NewObjectIDFromTimestamp(ts), bson.NewObjectIDFromTimestamp(ts.Add(time.Minute))
+	must(f.st.Insert(materialize.CollSubmission, judged(s, fxUser)))
+	must(f.st.Insert(materialize.CollSubmission, judged(other, "bob"))) // so bob's pair is recomputed by the batch
+
+	stream, err := f.st.Open(context.Background(), watch.Position{Token: cp.Token})
+	must(err)
+	next := func() []watch.Event {
+		var evs []watch.Event
+		for {
+			ev, ok, err := stream.Next(context.Background())
+			must(err)
+			if !ok {
+				return evs
+			}
+			evs = append(evs, ev)
+		}
+	}
+	batch := next()
+	ms := &movingStore{Store: f.st, move: func() {
+		must(f.st.Update(materialize.CollSubmission, setFields(f.st.Get(materialize.CollSubmission, s), "user", "bob"), []string{"user"}))
+	}}
+	eng := &watch.Engine{Store: ms, Feed: f.st, Checkpoints: f.st, Log: zerolog.Nop()}
+	must(eng.ProcessBatch(context.Background(), batch))
+
+	// It moves back to alice, then it is deleted: one batch of two
+	// submission events (and the echoes of the first batch), neither naming bob's pair.
+	must(f.st.Update(materialize.CollSubmission, setFields(f.st.Get(materialize.CollSubmission, s), "user", fxUser), []string{"user"}))
+	must(f.st.Delete(materialize.CollSubmission, s))
+	must(eng.ProcessBatch(context.Background(), next()))
+	checkConverged(t, f.st, "after the move and the delete")
+}
