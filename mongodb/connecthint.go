@@ -50,8 +50,9 @@ var wireVersionError = regexp.MustCompile(`server at (\S+) reports wire version 
 //   - a replica-set topology with no server left: the driver removes a
 //     server whose setName differs from the URI's replicaSet, and a
 //     standalone when replicaSet is set (fsm.go:186, :351, :395, :417);
-//     with directConnection=true it keeps the server as Unknown with no
-//     error instead (fsm.go:234, :248);
+//     with directConnection=true it removes a standalone too (fsm.go:233-236,
+//     a Single topology with no server) but keeps a member of another set
+//     as Unknown with no error (fsm.go:248);
 //   - servers that refused or timed out: nothing answers at those
 //     addresses;
 //   - members known but none primary: the set has no primary.

@@ -174,7 +174,7 @@ func TestConnectHintNoDirectConnectionAdvice(t *testing.T) {
 // gets a hint naming the upgrade section of the operations guide.
 func TestConnectHintOldServer(t *testing.T) {
 	err := fmt.Errorf("mongodb mongodb://db:27017/: ping: %w",
-		errors.New("server at db:27017 reports wire version 8, but this version of the Go driver requires at least 9 (MongoDB 4.2)"))
+		errors.New("server at db:27017 reports wire version 8, but this version of the Go driver requires at least 9 (MongoDB 4.4)"))
 	h := ConnectHint("mongodb://db:27017/", err)
 	for _, w := range []string{"db:27017", "wire version 8", "4.4", upgradeDocs} {
 		if !strings.Contains(h, w) {

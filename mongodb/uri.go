@@ -52,41 +52,69 @@ func CheckURI(uri string) error {
 // mongodb+srv TXT record cannot set it, so no DNS lookup is needed.
 func ServerSelectionTimeout(uri string) (time.Duration, bool) {
 	d, set := 30*time.Second, false
-	_, query, ok := strings.Cut(uri[strings.LastIndex(uri, "@")+1:], "?")
-	if !ok {
-		return d, set
-	}
-	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == ';' || r == '&' }) {
-		k, v, _ := strings.Cut(pair, "=")
-		k, kerr := url.QueryUnescape(k)
-		v, verr := url.QueryUnescape(v)
-		if kerr != nil || verr != nil || !strings.EqualFold(k, "serverSelectionTimeoutMS") {
+	for _, o := range uriOptions(uri) {
+		if !strings.EqualFold(o.key, "serverSelectionTimeoutMS") {
 			continue
 		}
-		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		if n, err := strconv.Atoi(o.value); err == nil && n >= 0 {
 			d, set = time.Duration(n)*time.Millisecond, true
 		}
 	}
 	return d, set
 }
 
-// URIOption returns the value of a connection-string option (case
-// insensitive, as the driver reads them), or "".
-func URIOption(uri, name string) string {
-	_, query, ok := strings.Cut(uri, "?")
-	if !ok {
-		return ""
+// uriOption is one option of a connection string, key and value
+// unescaped.
+type uriOption struct{ key, value string }
+
+// uriOptions returns uri's options in order, read as the driver reads
+// them (x/mongo/driver/connstring/connstring.go in mongo-driver v2.10.0):
+// the user information ends at the '@' before the hosts (:927; it may hold
+// a '?'), the options follow the first '?' after it (:1071-1084), split
+// at '&' or ';', each key and value unescaped (:337-345). A pair the
+// driver would refuse (no '=', bad escape) is skipped: CheckURI reports
+// it.
+func uriOptions(uri string) []uriOption {
+	_, rest, _ := strings.Cut(uri, "://")
+	authority := rest
+	if i := strings.Index(rest, "/"); i >= 0 {
+		authority = rest[:i]
 	}
-	for _, kv := range strings.Split(query, "&") {
-		k, v, _ := strings.Cut(kv, "=")
-		if strings.EqualFold(k, name) {
-			if u, err := url.QueryUnescape(v); err == nil {
-				return u
-			}
-			return v
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	_, query, ok := strings.Cut(rest, "?")
+	if !ok {
+		return nil
+	}
+	var opts []uriOption
+	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || k == "" {
+			continue
+		}
+		k, kerr := url.QueryUnescape(k)
+		v, verr := url.QueryUnescape(v)
+		if kerr != nil || verr != nil {
+			continue
+		}
+		opts = append(opts, uriOption{k, v})
+	}
+	return opts
+}
+
+// URIOption returns the value of a connection-string option as the driver
+// reads it (uriOptions; key without case, the last one winning), or "".
+// Options a mongodb+srv TXT record sets (authSource, replicaSet,
+// loadBalanced: x/mongo/driver/dns/dns.go:138-142) are not seen.
+func URIOption(uri, name string) string {
+	v := ""
+	for _, o := range uriOptions(uri) {
+		if strings.EqualFold(o.key, name) {
+			v = o.value // the last one wins, as in the driver (connstring.go:331)
 		}
 	}
-	return ""
+	return v
 }
 
 // URIOptionError is a connection-string option CheckURIOptions refuses.
@@ -99,9 +127,8 @@ type URIOptionError struct {
 func (e *URIOptionError) Error() string { return e.Reason }
 
 // CheckURIOptions refuses connection-string options the daemon cannot
-// work with, read as the driver reads them (x/mongo/driver/connstring:
-// options after the first '?' split at '&' or ';', keys and values
-// unescaped, keys without case), with a *URIOptionError:
+// work with, read as the driver reads them (uriOptions), with a
+// *URIOptionError:
 //
 //   - replicaSet with an empty value: the driver takes it as no set name
 //     and connects to whatever the host is, where the operator meant to
@@ -110,38 +137,27 @@ func (e *URIOptionError) Error() string { return e.Reason }
 //     which the daemon runs without one (docs/install.md, Indexes); its
 //     own deadlines are Config.WriteTimeout and the lease.
 func CheckURIOptions(uri string) error {
-	_, rest, _ := strings.Cut(uri, "://")
-	authority := rest
-	if i := strings.Index(rest, "/"); i >= 0 {
-		authority = rest[:i]
-	}
-	if i := strings.LastIndex(authority, "@"); i >= 0 {
-		rest = rest[i+1:] // the user information may hold a '?'
-	}
-	_, query, ok := strings.Cut(rest, "?")
-	if !ok {
-		return nil
-	}
-	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
-		k, val, _ := strings.Cut(pair, "=")
-		if uk, err := url.QueryUnescape(k); err == nil {
-			k = uk
+	for _, o := range uriOptions(uri) {
+		if strings.EqualFold(o.key, "timeoutMS") {
+			return &URIOptionError{Option: "timeoutMS", Value: o.value,
+				Reason: fmt.Sprintf("timeoutMS=%s would give every command a deadline, index builds included (docs/install.md, Indexes); remove it", o.value)}
 		}
-		if uv, err := url.QueryUnescape(val); err == nil {
-			val = uv
-		}
-		switch strings.ToLower(k) {
-		case "replicaset":
-			if val == "" {
-				return &URIOptionError{Option: "replicaSet", Value: val,
-					Reason: "empty replicaSet=: give the replica set's name (rs.conf()._id, e.g. replicaSet=rs0) or leave the option out"}
-			}
-		case "timeoutms":
-			return &URIOptionError{Option: "timeoutMS", Value: val,
-				Reason: fmt.Sprintf("timeoutMS=%s would give every command a deadline, index builds included (docs/install.md, Indexes); remove it", val)}
-		}
+	}
+	// The driver keeps the last replicaSet (connstring.go:509).
+	if rs := URIOption(uri, "replicaSet"); rs == "" && hasURIOption(uri, "replicaSet") {
+		return &URIOptionError{Option: "replicaSet", Value: rs,
+			Reason: "empty replicaSet=: give the replica set's name (rs.conf()._id, e.g. replicaSet=rs0) or leave the option out"}
 	}
 	return nil
+}
+
+func hasURIOption(uri, name string) bool {
+	for _, o := range uriOptions(uri) {
+		if strings.EqualFold(o.key, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckDatabaseName refuses a database name MongoDB would refuse (its
@@ -155,7 +171,7 @@ func CheckDatabaseName(name string) error {
 	case name == "":
 		return errors.New("a MongoDB database name must not be empty")
 	case len(name) >= 64:
-		return errors.New("a MongoDB database name has fewer than 64 bytes")
+		return fmt.Errorf("a MongoDB database name must have fewer than 64 bytes (this one has %d)", len(name))
 	}
 	if i := strings.IndexAny(name, "/\\. \"$\x00"); i >= 0 {
 		return fmt.Errorf("a MongoDB database name cannot contain %q (none of / \\ . space \" $ or NUL)", name[i])

@@ -79,3 +79,43 @@ func TestCheckDatabaseName(t *testing.T) {
 		}
 	}
 }
+
+// TestURIOptionAsDriver: URIOption reads an option as the driver's
+// connstring parser does (x/mongo/driver/connstring/connstring.go:1084,
+// :332-347): options split at '&' or ';', keys unescaped and without case,
+// the last one winning, and a '?' in the password not starting them.
+func TestURIOptionAsDriver(t *testing.T) {
+	for _, c := range []struct{ uri, name, want string }{
+		{"mongodb://h/?w=1;directConnection=true", "directConnection", "true"},
+		{"mongodb://h/?directConnection=false&directConnection=true", "directConnection", "true"},
+		{"mongodb://h/?replica%53et=rs0", "replicaSet", "rs0"},
+		{"mongodb://u:p?replicaSet=x@h/?replicaSet=rs0", "replicaSet", "rs0"},
+		{"mongodb://u:p?directConnection=true@h/", "directConnection", ""},
+		{"mongodb://h/?replicaSet=rs%2F0", "replicaSet", "rs/0"},
+	} {
+		if got := URIOption(c.uri, c.name); got != c.want {
+			t.Errorf("URIOption(%q, %q) = %q, want %q", c.uri, c.name, got, c.want)
+		}
+	}
+}
+
+// TestCheckURIOptionsRepeated: the driver keeps the last replicaSet
+// (connstring.go:509), so an empty one followed by a name is no empty set
+// name, and a name followed by an empty one is.
+func TestCheckURIOptionsRepeated(t *testing.T) {
+	if err := CheckURIOptions("mongodb://h/?replicaSet=&replicaSet=rs0"); err != nil {
+		t.Errorf("replicaSet=&replicaSet=rs0: %v, want accepted (the driver uses rs0)", err)
+	}
+	if err := CheckURIOptions("mongodb://h/?replicaSet=rs0;replicaSet="); err == nil {
+		t.Errorf("replicaSet=rs0;replicaSet=: accepted, want refused (the driver uses \"\")")
+	}
+}
+
+// TestCheckDatabaseNameTooLong: the message for a long name says what the
+// rule is, not that the name keeps it.
+func TestCheckDatabaseNameTooLong(t *testing.T) {
+	err := CheckDatabaseName(strings.Repeat("n", 64))
+	if err == nil || !strings.Contains(err.Error(), "must have fewer than 64 bytes") || !strings.Contains(err.Error(), "64") {
+		t.Errorf("64 bytes: %v, want \"... must have fewer than 64 bytes (this one has 64)\"", err)
+	}
+}
