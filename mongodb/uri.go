@@ -140,7 +140,7 @@ func CheckURIOptions(uri string) error {
 	for _, o := range uriOptions(uri) {
 		if strings.EqualFold(o.key, "timeoutMS") {
 			return &URIOptionError{Option: "timeoutMS", Value: o.value,
-				Reason: fmt.Sprintf("timeoutMS=%s would give every command a deadline, index builds included (docs/install.md, Indexes); remove it", o.value)}
+				Reason: fmt.Sprintf("timeoutMS=%s is not supported: the daemon bounds each command itself, and a non-zero timeoutMS would bound the index builds too (docs/install.md, Indexes); remove it", o.value)}
 		}
 	}
 	// The driver keeps the last replicaSet (connstring.go:509).
