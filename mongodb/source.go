@@ -590,3 +590,8 @@ func arrayValues(v bson.RawValue) []bson.RawValue {
 	}
 	return vals
 }
+
+// Read implements watch.Source.
+func (d *DB) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error) {
+	return watch.ReadSeparately(ctx, d, r)
+}

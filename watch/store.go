@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -73,6 +74,77 @@ type Source interface {
 	// Users returns the stored derived fields of the named users that have
 	// a document; OK is false where those fields are missing or unreadable.
 	Users(ctx context.Context, names []string) (map[string]StoredUser, error)
+	// Read returns every part r names, each exactly as the method its
+	// field names would (ReadSeparately is that definition), in one round
+	// trip where it can: a landing's derivation needs all of them at once,
+	// and at low landing rates round trips, not bytes, are its cost.
+	Read(ctx context.Context, r *Reads) (*ReadResult, error)
+}
+
+// Reads names what one derivation reads. An empty part is not read.
+type Reads struct {
+	Pairs     []materialize.Pair // Submissions(nil, Pairs)
+	Users     []string           // UserStats(Users) and Users(Users)
+	Problems  []int64            // Problems(Problems)
+	Homeworks []bson.ObjectID    // Homeworks(Homeworks, HomeworkUsers)
+	// HomeworkUsers restricts the homeworks' entries as Homeworks' users
+	// does (nil: every user).
+	HomeworkUsers []string
+}
+
+// ReadResult holds each part of a Read as the method its Reads field
+// names returns it; a part not asked for is nil.
+type ReadResult struct {
+	Submissions    []materialize.Submission
+	SubmissionsBad []*materialize.DecodeError
+	Stats          map[string]materialize.UserStats
+	StatsBad       []*materialize.DecodeError
+	Users          map[string]StoredUser
+	Problems       map[int64]*materialize.Problem
+	ProblemsBad    []*materialize.DecodeError
+	Homeworks      map[bson.ObjectID]*HomeworkDoc
+	HomeworksBad   []*materialize.DecodeError
+}
+
+// PartReader is the part of Source that ReadSeparately composes.
+type PartReader interface {
+	Submissions(ctx context.Context, users []string, pairs []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error)
+	UserStats(ctx context.Context, users []string) (map[string]materialize.UserStats, []*materialize.DecodeError, error)
+	Users(ctx context.Context, names []string) (map[string]StoredUser, error)
+	Problems(ctx context.Context, ids []int64) (map[int64]*materialize.Problem, []*materialize.DecodeError, error)
+	Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*HomeworkDoc, []*materialize.DecodeError, error)
+}
+
+// ReadSeparately answers r with one call per part: the definition of
+// Source.Read, and its implementation where a store has no cheaper one
+// (or a part too large for one round trip).
+func ReadSeparately(ctx context.Context, src PartReader, r *Reads) (*ReadResult, error) {
+	out := &ReadResult{}
+	var err error
+	if len(r.Pairs) > 0 {
+		if out.Submissions, out.SubmissionsBad, err = src.Submissions(ctx, nil, r.Pairs); err != nil {
+			return nil, fmt.Errorf("read submissions: %w", err)
+		}
+	}
+	if len(r.Users) > 0 {
+		if out.Stats, out.StatsBad, err = src.UserStats(ctx, r.Users); err != nil {
+			return nil, fmt.Errorf("read user stats: %w", err)
+		}
+		if out.Users, err = src.Users(ctx, r.Users); err != nil {
+			return nil, fmt.Errorf("read users: %w", err)
+		}
+	}
+	if len(r.Problems) > 0 {
+		if out.Problems, out.ProblemsBad, err = src.Problems(ctx, r.Problems); err != nil {
+			return nil, fmt.Errorf("read problems: %w", err)
+		}
+	}
+	if len(r.Homeworks) > 0 {
+		if out.Homeworks, out.HomeworksBad, err = src.Homeworks(ctx, r.Homeworks, r.HomeworkUsers); err != nil {
+			return nil, fmt.Errorf("read homeworks: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // HomeworkDoc is a homework's configuration and the stored values of the

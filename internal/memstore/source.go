@@ -760,3 +760,8 @@ func (s *Store) Saves() []SaveRecord {
 	defer s.mu.Unlock()
 	return slices.Clone(s.saves)
 }
+
+// Read implements watch.Source: memory has no round trips to save.
+func (s *Store) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error) {
+	return watch.ReadSeparately(ctx, s, r)
+}

@@ -827,3 +827,8 @@ func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
 
 func (st *stream) ResumeToken() bson.Raw           { return st.inner.ResumeToken() }
 func (st *stream) Close(ctx context.Context) error { return st.inner.Close(ctx) }
+
+// Read implements watch.Source.
+func (s *Store) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error) {
+	return watch.ReadSeparately(ctx, s, r)
+}
