@@ -9,8 +9,8 @@
 // receive for each call, computed from the stored documents the way the
 // mongodb adapter's queries shape them (see the size functions below): the
 // projected documents of a find, the documents a pipeline returns, the
-// filter and update document of each write model; a Read is the one
-// aggregate answering its parts, each document wrapped as {p, d}. Command
+// filter and update document of each write model; a Read is the adapter's
+// one aggregate answering its parts, each document wrapped as {p, d}. Command
 // envelopes (the command name, $db, lsid, $clusterTime, readConcern,
 // ~150-250 B per command) are not counted on either side.
 package storecost
@@ -854,32 +854,47 @@ func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
 func (st *stream) ResumeToken() bson.Raw           { return st.inner.ResumeToken() }
 func (st *stream) Close(ctx context.Context) error { return st.inner.Close(ctx) }
 
-// Part names of the adapter's Read: each document of its one aggregate
-// is a part's document wrapped as {p: <part name>, d: <document>}.
+// Tags of the parts of the adapter's Read (mongodb/read.go): each
+// document of its one aggregate is a part's document wrapped as
+// {p: <tag>, d: <document>}.
 const (
-	partSubmissions = "submissions"
-	partUserStats   = "userStats"
-	partUsers       = "users"
-	partProblems    = "problems"
-	partHomeworks   = "homeworks"
+	partSubmissions = "s"
+	partUserStats   = "t"
+	partUsers       = "u"
+	partProblems    = "p"
+	partHomeworks   = "h"
 )
 
-// wrapBytes is what wrapping a document as {p: part, d: <document>} adds
+// wrapBytes is what wrapping a document as {p: tag, d: <document>} adds
 // to its BSON size.
-func wrapBytes(part string) int64 {
-	return size(bson.D{{Key: "p", Value: part}, {Key: "d", Value: bson.D{}}}) - size(bson.D{})
+func wrapBytes(tag string) int64 {
+	return size(bson.D{{Key: "p", Value: tag}, {Key: "d", Value: bson.D{}}}) - size(bson.D{})
 }
 
-// Read implements watch.Source as the adapter answers it: one aggregate
-// (one round trip, and getMores past its first 101 documents as for any
-// read) returning every part's documents, each as the part's own read
-// shapes it, wrapped as {p, d}; the server examines what each part's read
-// would. A part of more than one query's terms (500) is answered one
-// call per part instead (watch.ReadSeparately), each charged as its
-// method.
+// oneReplyRoundTrips is the round trips of a read whose cursor batch size
+// has no count limit (the adapter's Read: readBatchSize): the first reply
+// holds up to 16 MiB, each getMore 16 MiB more.
+func oneReplyRoundTrips(bytes int64) int64 {
+	return max(1, (bytes+getMoreSize-1)/getMoreSize)
+}
+
+// Read implements watch.Source as the adapter answers it (mongodb.DB.Read):
+// one aggregate returning every part's documents, each as the part's own
+// read shapes it, wrapped as {p, d}, in one reply (its batch size has no
+// count limit: a getMore only past 16 MiB); the server examines what each
+// part's read would. A part of more than one query's terms (500) is
+// answered one call per part instead (watch.ReadSeparately), each charged
+// as its method; a Read of no part costs nothing.
 func (s *Store) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error) {
-	if len(r.Pairs) > queryTerms || len(r.Users) > queryTerms || len(r.Problems) > queryTerms || len(r.Homeworks) > queryTerms {
+	pairs := make(map[materialize.Pair]bool, len(r.Pairs))
+	for _, p := range r.Pairs {
+		pairs[p] = true
+	}
+	if len(pairs) > queryTerms || len(r.Users) > queryTerms || len(r.Problems) > queryTerms || len(r.Homeworks) > queryTerms {
 		return watch.ReadSeparately(ctx, s, r)
+	}
+	if len(r.Pairs) == 0 && len(r.Users) == 0 && len(r.Problems) == 0 && len(r.Homeworks) == 0 {
+		return &watch.ReadResult{}, nil
 	}
 	defer s.cpuSpan()()
 	t := time.Now()
@@ -907,7 +922,7 @@ func (s *Store) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, er
 	if len(r.Homeworks) > 0 {
 		add(partHomeworks, s.homeworksCost(res.Homeworks, r.HomeworkUsers))
 	}
-	c.rt = readRoundTrips(1, c.docs, c.bytes)
+	c.rt = oneReplyRoundTrips(c.bytes)
 	c.inner = time.Since(t)
 	s.charge(c)
 	if err != nil {

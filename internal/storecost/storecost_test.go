@@ -49,18 +49,20 @@ func must(t *testing.T, err error) {
 
 // TestReadCountsOneRoundTrip: a Read is one round trip (named "Read"),
 // one read call, returning what its parts' separate reads return, each
-// document wrapped as {p: <part>, d: <document>} (16 bytes and the part's
-// name more), with a getMore when the parts together pass the first
-// batch's 101 documents; the server examines what the parts' reads do.
-// A part of more than 500 terms is read separately.
+// document wrapped as {p: <tag>, d: <document>} (16 bytes and the tag
+// more), in one reply however many documents (the adapter's batch size
+// has no count limit, where each separate read past 101 documents costs a
+// getMore); the server examines what the parts' reads do. A part of more
+// than 500 terms is read separately; a Read of nothing costs nothing.
 func TestReadCountsOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		n          int
 		roundTrips int64
 	}{
-		{n: 3, roundTrips: 1},  // 3 submissions, 1 user's stats, 3 users, 3 problems, 2 homeworks
-		{n: 30, roundTrips: 2}, // 30 + 1 + 30 + 30 + 2 + 10 homeworks added below = 103: a getMore
+		{n: 3, roundTrips: 1},   // 3 submissions, 1 user's stats, 3 users, 3 problems, 2 homeworks
+		{n: 30, roundTrips: 1},  // 30 + 1 + 30 + 30 + 2 + 10 homeworks added below = 103
+		{n: 120, roundTrips: 1}, // 120 + 1 + 120 + 120 + 2: each part but two past the first batch
 	} {
 		t.Run(fmt.Sprint(c.n), func(t *testing.T) {
 			st, r := readWorld(t, c.n)
@@ -82,6 +84,13 @@ func TestReadCountsOneRoundTrip(t *testing.T) {
 			part(partUsers, func() { _, err := s.Users(ctx, r.Users); must(t, err) })
 			part(partProblems, func() { _, _, err := s.Problems(ctx, r.Problems); must(t, err) })
 			part(partHomeworks, func() { _, _, err := s.Homeworks(ctx, r.Homeworks, r.HomeworkUsers); must(t, err) })
+			if c.n == 120 {
+				for _, call := range []string{"Submissions", "Users", "Problems"} {
+					if s.Counts().ByCall[call] != 2 {
+						t.Errorf("%s read separately: %d round trips, want 2 (a getMore past 101 documents)", call, s.Counts().ByCall[call])
+					}
+				}
+			}
 			if c.n == 30 {
 				// Push the total past 101: the homeworks part again.
 				r.Homeworks = append(r.Homeworks, bson.ObjectID{11: 3})
@@ -127,6 +136,16 @@ func TestReadCountsOneRoundTrip(t *testing.T) {
 		c := s.Counts()
 		if c.ByCall["Read"] != 0 || c.ByCall["Submissions"] != 2 || c.ByCall["Homeworks"] != 1 {
 			t.Errorf("round trips by call %v, want the parts read separately (Submissions in two queries)", c.ByCall)
+		}
+	})
+	t.Run("nothing", func(t *testing.T) {
+		st, _ := readWorld(t, 1)
+		s := New(st, Model{})
+		if _, err := s.Read(ctx, &watch.Reads{}); err != nil {
+			t.Fatal(err)
+		}
+		if c := s.Counts(); c.RoundTrips != 0 || c.ReadCalls != 0 {
+			t.Errorf("an empty Read: %d round trips, %d read calls; want none", c.RoundTrips, c.ReadCalls)
 		}
 	})
 }
