@@ -3,6 +3,9 @@ package mongodb
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -172,5 +175,319 @@ func TestReadOneAggregate(t *testing.T) {
 	if _, err := cmds[0].LookupErr("readConcern", "afterClusterTime"); err == nil {
 		t.Errorf("afterClusterTime %v outside a batch", cmds[0].Lookup("readConcern"))
 	}
-	_ = fmt.Sprint
+}
+
+// wrapped is docs as the combined Read's reply holds them: {p: tag, d}.
+func wrapped(tag string, docs ...bson.D) []bson.D {
+	out := make([]bson.D, len(docs))
+	for i, d := range docs {
+		out[i] = bson.D{{Key: "p", Value: tag}, {Key: "d", Value: d}}
+	}
+	return out
+}
+
+// readReplies are, per part, documents as the server returns them to
+// the part's query (projected; UserStats' pipeline results), with the
+// unusual ones each part's decoder must treat as the separate method
+// does, and the reply to UserStats' read by _id of the submissions its
+// pipeline left to the Go decoder.
+type readReplies struct {
+	subs, stats, users, problems, homeworks []bson.D
+	others                                  []bson.D // nil: UserStats reads none by _id
+}
+
+func testReplies() readReplies {
+	oid := func(n byte) bson.ObjectID { return bson.ObjectID{0x65, 0xe1, n} }
+	hw := func(n byte) bson.ObjectID { return bson.ObjectID{0x65, n} }
+	ts := bson.DateTime(1_770_000_000_000)
+	entry := bson.D{{Key: "score", Value: int32(100)}, {Key: "problemStatus", Value: int32(0)},
+		{Key: "submissionIds", Value: bson.A{oid(1).Hex()}}, {Key: "rawScore", Value: int32(100)}}
+	return readReplies{
+		subs: []bson.D{
+			{{Key: "_id", Value: oid(1)}, {Key: "user", Value: "alice"}, {Key: "problem", Value: int32(1)}, {Key: "languageType", Value: int32(0)},
+				{Key: "timestamp", Value: ts}, {Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}},
+			{{Key: "_id", Value: oid(2)}, {Key: "user", Value: "alice"}, {Key: "problem", Value: int32(1)}, {Key: "timestamp", Value: "yesterday"}},
+			{{Key: "_id", Value: "s3"}, {Key: "user", Value: "bob"}, {Key: "problem", Value: int64(2)}, {Key: "timestamp", Value: ts}},
+			{{Key: "_id", Value: oid(1)}, {Key: "user", Value: "alice"}, {Key: "problem", Value: int32(1)}, {Key: "timestamp", Value: ts}}, // again: once
+			{{Key: "_id", Value: oid(4)}, {Key: "user", Value: bson.A{"bob"}}, {Key: "problem", Value: int32(2)}, {Key: "timestamp", Value: ts}},
+		},
+		stats: []bson.D{
+			{{Key: "_id", Value: "alice"}, {Key: "n", Value: int32(3)}, {Key: "ac", Value: int32(1)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: bson.A{int64(1)}}},
+			{{Key: "_id", Value: "bob"}, {Key: "n", Value: int32(1)}, {Key: "ac", Value: int32(0)}, {Key: "other", Value: bson.A{bson.A{oid(5)}}},
+				{Key: "first", Value: bson.A{bson.D{{Key: "p", Value: int32(3)}, {Key: "f", Value: bson.D{{Key: "t", Value: ts}, {Key: "i", Value: oid(6)}}}}}}},
+			// a symbol, array or missing user groups under null: only its
+			// other counts (a string _id the decoder rejects)
+			{{Key: "_id", Value: nil}, {Key: "n", Value: int32(0)}, {Key: "ac", Value: int32(0)}, {Key: "other", Value: bson.A{bson.A{oid(7), "s8"}}}},
+			{{Key: "_id", Value: "$odd.name"}, {Key: "n", Value: int64(2)}, {Key: "ac", Value: int32(2)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: bson.A{int32(4), int32(2)}}},
+			{{Key: "_id", Value: "not-named"}, {Key: "n", Value: int32(9)}, {Key: "ac", Value: int32(9)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: bson.A{}}},
+		},
+		others: []bson.D{
+			{{Key: "_id", Value: oid(5)}, {Key: "user", Value: "bob"}, {Key: "problem", Value: int32(2)}, {Key: "timestamp", Value: ts},
+				{Key: "status", Value: int32(0)}, {Key: "score", Value: float64(100)}},
+			{{Key: "_id", Value: oid(7)}, {Key: "user", Value: bson.Symbol("bob")}, {Key: "problem", Value: int32(2)}, {Key: "timestamp", Value: ts}},
+		},
+		users: []bson.D{
+			{{Key: "_id", Value: "alice"}, {Key: "submission", Value: int32(3)}, {Key: "AC_submission", Value: int32(1)}, {Key: "AC_problem_ids", Value: bson.A{int32(1)}}},
+			{{Key: "_id", Value: "bob"}, {Key: "submission", Value: "many"}},
+			{{Key: "_id", Value: int32(5)}, {Key: "submission", Value: int32(1)}},
+			{{Key: "_id", Value: "$odd.name"}},
+		},
+		problems: []bson.D{
+			{{Key: "_id", Value: int32(1)}, {Key: "homeworks", Value: bson.A{hw(1)}}},
+			{{Key: "_id", Value: int64(2)}, {Key: "homeworks", Value: "not an array"}},
+		},
+		homeworks: []bson.D{
+			{{Key: "_id", Value: hw(1)}, {Key: "duration", Value: bson.D{{Key: "start", Value: ts}, {Key: "end", Value: ts + 1000}}},
+				{Key: "penalty", Value: "score = score * 0.5"},
+				{Key: "studentStatus", Value: bson.D{{Key: "alice", Value: bson.D{{Key: "1", Value: entry}}}, {Key: "$odd.name", Value: "not a document"}}}},
+			{{Key: "_id", Value: hw(2)}, {Key: "studentStatus", Value: int32(5)}},
+		},
+	}
+}
+
+// separateReplies are the replies ReadSeparately reads, in the order of
+// its commands.
+func (x readReplies) separate() []bson.D {
+	out := []bson.D{cursorReply("normal-oj.submission", x.subs...), cursorReply("normal-oj.submission", x.stats...)}
+	if x.others != nil {
+		out = append(out, cursorReply("normal-oj.submission", x.others...))
+	}
+	return append(out, cursorReply("normal-oj.user", x.users...), cursorReply("normal-oj.problem", x.problems...),
+		cursorReply("normal-oj.homework", x.homeworks...))
+}
+
+// combined are the replies of a combined Read: one aggregate, then the
+// read by _id.
+func (x readReplies) combined() []bson.D {
+	var docs []bson.D
+	docs = append(docs, wrapped(partSubmissions, x.subs...)...)
+	docs = append(docs, wrapped(partStats, x.stats...)...)
+	docs = append(docs, wrapped(partUsers, x.users...)...)
+	docs = append(docs, wrapped(partProblems, x.problems...)...)
+	docs = append(docs, wrapped(partHomeworks, x.homeworks...)...)
+	out := []bson.D{cursorReply("normal-oj.submission", docs...)}
+	if x.others != nil {
+		out = append(out, cursorReply("normal-oj.submission", x.others...))
+	}
+	return out
+}
+
+// TestReadDecodesAsSeparately: the combined reply decodes, part by part,
+// to exactly what ReadSeparately decodes from the same documents:
+// undecodable documents in each part reported the same, UserStats'
+// submissions left to the Go decoder (a symbol user, a string _id) read
+// by _id and counted or reported the same.
+func TestReadDecodesAsSeparately(t *testing.T) {
+	x := testReplies()
+	ctx := context.Background()
+	d, md, _ := mockDB(t)
+	md.AddResponses(x.separate()...)
+	want, err := watch.ReadSeparately(ctx, d, fullReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.SubmissionsBad) == 0 || len(want.StatsBad) == 0 || len(want.ProblemsBad) == 0 || len(want.HomeworksBad) == 0 {
+		t.Fatalf("the fixture has no undecodable document in some part: %+v", want)
+	}
+	d, md, sent := mockDB(t)
+	md.AddResponses(x.combined()...)
+	got, err := d.Read(ctx, fullReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sent()); n != 2 {
+		t.Errorf("Read sent %d commands, want 2 (the aggregate, UserStats' read by _id)", n)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Read =\n%s\nReadSeparately =\n%s", dump(got), dump(want))
+	}
+}
+
+func dump(r *watch.ReadResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "subs %v bad %v\n", r.Submissions, r.SubmissionsBad)
+	fmt.Fprintf(&b, "stats %v bad %v\nusers %v\n", r.Stats, r.StatsBad, r.Users)
+	for id, p := range r.Problems {
+		fmt.Fprintf(&b, "problem %d %+v\n", id, *p)
+	}
+	fmt.Fprintf(&b, "problems bad %v\n", r.ProblemsBad)
+	for id, h := range r.Homeworks {
+		fmt.Fprintf(&b, "homework %s %+v\n", id.Hex(), *h)
+	}
+	fmt.Fprintf(&b, "homeworks bad %v\n", r.HomeworksBad)
+	return b.String()
+}
+
+// TestReadSendsOnlyNamedParts: an empty part is not read; no part, no
+// command; one part, no $unionWith.
+func TestReadSendsOnlyNamedParts(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name  string
+		r     watch.Reads
+		base  string
+		colls []string
+	}{
+		{"nothing", watch.Reads{HomeworkUsers: []string{"alice"}}, "", nil},
+		{"users", watch.Reads{Users: []string{"alice"}}, "submission", []string{"submission", "user"}},
+		{"problems", watch.Reads{Problems: []int64{3}}, "problem", []string{"problem"}},
+		{"homeworks", watch.Reads{Homeworks: []bson.ObjectID{{1}}, HomeworkUsers: []string{"a"}}, "homework", []string{"homework"}},
+		{"pairs and problems", watch.Reads{Pairs: []materialize.Pair{{User: "a", Problem: 1}}, Problems: []int64{1}}, "submission", []string{"submission", "problem"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, md, sent := mockDB(t)
+			md.AddResponses(cursorReply("normal-oj." + c.base))
+			got, err := d.Read(ctx, &c.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmds := sent()
+			if c.base == "" {
+				if len(cmds) != 0 || !reflect.DeepEqual(got, &watch.ReadResult{}) {
+					t.Errorf("Read of nothing sent %d commands, returned %+v", len(cmds), got)
+				}
+				return
+			}
+			if len(cmds) != 1 {
+				t.Fatalf("%d commands, want 1", len(cmds))
+			}
+			var cmd bson.D
+			if err := bson.Unmarshal(cmds[0], &cmd); err != nil {
+				t.Fatal(err)
+			}
+			if cmd[0].Key != "aggregate" || cmd[0].Value != c.base {
+				t.Fatalf("sent %s, want an aggregate of %s", cmds[0], c.base)
+			}
+			colls, _, _ := unionParts(t, c.base, lookupD(cmd, "pipeline").(bson.A))
+			if !slices.Equal(colls, c.colls) {
+				t.Errorf("parts read %v, want %v", colls, c.colls)
+			}
+			want, _ := watch.ReadSeparately(ctx, emptySource{}, &c.r)
+			if (got.Stats == nil) != (want.Stats == nil) || (got.Users == nil) != (want.Users == nil) ||
+				(got.Problems == nil) != (want.Problems == nil) || (got.Homeworks == nil) != (want.Homeworks == nil) {
+				t.Errorf("parts returned %+v, want those ReadSeparately returns %+v", got, want)
+			}
+		})
+	}
+}
+
+// emptySource answers every part with empty, non-nil results.
+type emptySource struct{}
+
+func (emptySource) Submissions(context.Context, []string, []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	return nil, nil, nil
+}
+func (emptySource) UserStats(context.Context, []string) (map[string]materialize.UserStats, []*materialize.DecodeError, error) {
+	return map[string]materialize.UserStats{}, nil, nil
+}
+func (emptySource) Users(context.Context, []string) (map[string]watch.StoredUser, error) {
+	return map[string]watch.StoredUser{}, nil
+}
+func (emptySource) Problems(context.Context, []int64) (map[int64]*materialize.Problem, []*materialize.DecodeError, error) {
+	return map[int64]*materialize.Problem{}, nil, nil
+}
+func (emptySource) Homeworks(context.Context, []bson.ObjectID, []string) (map[bson.ObjectID]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
+	return map[bson.ObjectID]*watch.HomeworkDoc{}, nil, nil
+}
+
+// TestReadOverQueryTermsSeparately: a part over queryTerms terms needs
+// several queries; Read then sends ReadSeparately's commands.
+func TestReadOverQueryTermsSeparately(t *testing.T) {
+	pairs := make([]materialize.Pair, queryTerms+1)
+	for i := range pairs {
+		pairs[i] = materialize.Pair{User: fmt.Sprintf("u%d", i), Problem: 1}
+	}
+	users := make([]string, queryTerms+1)
+	for i := range users {
+		users[i] = fmt.Sprintf("u%d", i)
+	}
+	for _, r := range []*watch.Reads{{Pairs: pairs, Problems: []int64{1}}, {Users: users}, {Problems: make([]int64, queryTerms+1)},
+		{Homeworks: make([]bson.ObjectID, queryTerms+1)}} {
+		_, wantStages := separateStages(t, r)
+		d, md, sent := mockDB(t)
+		for range 8 {
+			md.AddResponses(cursorReply("normal-oj.x"))
+		}
+		if _, err := d.Read(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(sent()); n != len(wantStages) || n < 2 {
+			t.Errorf("Read of a part over %d terms sent %d commands, want ReadSeparately's %d", queryTerms, n, len(wantStages))
+		}
+	}
+}
+
+// TestReadTooLargeSeparately: a wrapped result over the 16 MiB document
+// limit (BSONObjectTooLarge), which no separate read would hit, is read
+// again separately.
+func TestReadTooLargeSeparately(t *testing.T) {
+	x := testReplies()
+	ctx := context.Background()
+	d, md, _ := mockDB(t)
+	md.AddResponses(x.separate()...)
+	want, err := watch.ReadSeparately(ctx, d, fullReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, md, sent := mockDB(t)
+	md.AddResponses(commandError(10334, "BSONObjectTooLarge", "BSONObj size: 16793610 (0x1000A0A) is invalid. Size must be between 0 and 16793600(16MB)"))
+	md.AddResponses(x.separate()...)
+	got, err := d.Read(ctx, fullReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sent()); n != 1+len(x.separate()) {
+		t.Errorf("%d commands, want the aggregate and ReadSeparately's %d", n, len(x.separate()))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Read =\n%s\nReadSeparately =\n%s", dump(got), dump(want))
+	}
+}
+
+// TestReadErrorClasses: a failed combined Read has the class ReadSeparately's
+// first read has for the same reply; Unauthorized names find on every
+// collection the aggregate reads.
+func TestReadErrorClasses(t *testing.T) {
+	ctx := watch.WithReadAfter(context.Background(), bson.Timestamp{T: 1_800_000_000, I: 1})
+	replies := []bson.D{
+		unauthorized("aggregate"),
+		commandError(18, "AuthenticationFailed", "auth failed"),
+		commandError(91, "ShutdownInProgress", "shutting down"),
+		commandError(189, "PrimarySteppedDown", "stepped down"),
+		commandError(134, "ReadConcernMajorityNotAvailableYet", "not yet"),
+		commandError(148, "ReadConcernMajorityNotEnabled", "off"),
+		commandError(462, "IngressRequestRateLimitExceeded", "rate limited", "SystemOverloadedError", "RetryableError"),
+		commandError(237, "CursorKilled", "killed"),
+		commandError(2, "BadValue", "unknown"),
+		commandError(40324, "Location40324", "Unrecognized pipeline stage name: '$unionWith'"),
+	}
+	for _, reply := range replies {
+		name := lookupD(reply, "codeName").(string)
+		t.Run(name, func(t *testing.T) {
+			class := func(read func(*DB) error) (watch.Class, error) {
+				d, md, _ := mockDB(t)
+				for range 6 { // the driver retries some once or more
+					md.AddResponses(reply)
+				}
+				err := read(d)
+				return watch.ClassOf(err), err
+			}
+			want, werr := class(func(d *DB) error { _, err := watch.ReadSeparately(ctx, d, fullReads()); return err })
+			got, err := class(func(d *DB) error { _, err := d.Read(ctx, fullReads()); return err })
+			if werr == nil || err == nil {
+				t.Fatalf("Read: %v; ReadSeparately: %v; want both to fail", err, werr)
+			}
+			if got != want {
+				t.Errorf("Read: class %s (%v); ReadSeparately: %s (%v)", got, err, want, werr)
+			}
+			if got == watch.Unauthorized && name == "Unauthorized" {
+				for _, w := range []string{`"find"`, "normal-oj.submission", "normal-oj.user", "normal-oj.problem", "normal-oj.homework"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%v: does not name %s", err, w)
+					}
+				}
+			}
+		})
+	}
 }
