@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
@@ -146,16 +147,20 @@ func (c *readCollector) add(raw bson.Raw) error {
 	return fmt.Errorf("result of part %q, which was not read", tag)
 }
 
+// byIDReader reads submissions by _id (DB.SubmissionsByID).
+type byIDReader func(context.Context, []bson.ObjectID) ([]materialize.Submission, []*materialize.DecodeError, error)
+
 // finish completes UserStats as the separate method does (the
-// submissions its pipeline left to the Go decoder, read by _id: one more
-// round trip, only when there are such) and returns the result.
-func (c *readCollector) finish(ctx context.Context, d *DB) (*watch.ReadResult, error) {
+// submissions its pipeline left to the Go decoder, read by _id with
+// byID: one more round trip, only when there are such) and returns the
+// result.
+func (c *readCollector) finish(ctx context.Context, byID byIDReader) (*watch.ReadResult, error) {
 	out := &watch.ReadResult{}
 	if c.subs != nil {
 		out.Submissions, out.SubmissionsBad = c.subs.subs, c.subs.bad
 	}
 	if c.stats != nil {
-		subs, bad, err := d.othersOf(ctx, c.stats)
+		subs, bad, err := othersOf(ctx, byID, c.stats)
 		if err != nil {
 			return nil, fmt.Errorf("read user stats: %w", err)
 		}
@@ -216,5 +221,5 @@ func (d *DB) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error
 	if err != nil {
 		return nil, err
 	}
-	return c.finish(ctx, d)
+	return c.finish(ctx, d.SubmissionsByID)
 }

@@ -3,13 +3,17 @@ package mongodb
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/watch"
 )
@@ -489,5 +493,275 @@ func TestReadErrorClasses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// evalDB is a database of the evaluator's collections.
+type evalDB map[string][]bson.D
+
+func (db evalDB) run(coll string, stages bson.A, fn func(bson.Raw) error) error {
+	for _, out := range runPipelineIn(db, db[coll], norm(stages).(bson.A)) {
+		if err := fn(rawOf(out)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evalSeparate is watch.PartReader over the evaluator: each method runs
+// the queries its DB method sends (as TestReadOneAggregate checks them,
+// a find as {$match}, {$project}) and decodes them with its collector.
+type evalSeparate struct{ db evalDB }
+
+func (e evalSeparate) Submissions(_ context.Context, users []string, pairs []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	p := newSubmissionsPart()
+	for _, f := range submissionFilters(users, pairs, queryTerms) {
+		if err := e.db.run(materialize.CollSubmission, findStages(f, submissionProjection), p.add); err != nil {
+			return nil, nil, err
+		}
+	}
+	return p.subs, p.bad, nil
+}
+
+func (e evalSeparate) byID(_ context.Context, ids []bson.ObjectID) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	var subs []materialize.Submission
+	var bad []*materialize.DecodeError
+	for chunk := range slices.Chunk(ids, queryTerms) {
+		_ = e.db.run(materialize.CollSubmission, findStages(idIn(chunk), submissionProjection), func(raw bson.Raw) error {
+			s, err := materialize.DecodeSubmission(raw)
+			if err != nil {
+				bad = append(bad, decodeError(materialize.CollSubmission, raw, err))
+				return nil
+			}
+			subs = append(subs, s)
+			return nil
+		})
+	}
+	return subs, bad, nil
+}
+
+func (e evalSeparate) UserStats(ctx context.Context, users []string) (map[string]materialize.UserStats, []*materialize.DecodeError, error) {
+	r := newUserStats(users)
+	for chunk := range slices.Chunk(users, queryTerms) {
+		if err := e.db.run(materialize.CollSubmission, userStatsPipeline(chunk), r.add); err != nil {
+			return nil, nil, err
+		}
+	}
+	subs, bad, err := othersOf(ctx, e.byID, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.finish(subs, bad)
+}
+
+func (e evalSeparate) Users(_ context.Context, names []string) (map[string]watch.StoredUser, error) {
+	p := make(usersPart)
+	for chunk := range slices.Chunk(names, queryTerms) {
+		_ = e.db.run(materialize.CollUser, findStages(idIn(chunk), userProjection), p.add) // usersPart.add never fails
+	}
+	return p, nil
+}
+
+func (e evalSeparate) Problems(_ context.Context, ids []int64) (map[int64]*materialize.Problem, []*materialize.DecodeError, error) {
+	p := newProblemsPart(len(ids))
+	for chunk := range slices.Chunk(ids, queryTerms) {
+		_ = e.db.run(materialize.CollProblem, findStages(idIn(chunk), problemProjection), p.add) // problemsPart.add never fails
+	}
+	return p.out, p.bad, nil
+}
+
+func (e evalSeparate) Homeworks(_ context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
+	p := newHomeworksPart(len(ids))
+	for chunk := range slices.Chunk(ids, queryTerms) {
+		_ = e.db.run(materialize.CollHomework, homeworkPipeline(chunk, users), p.add) // homeworksPart.add never fails
+	}
+	return p.out, p.bad, nil
+}
+
+// randomReadDB is a random database of the four source collections, with
+// the unusual documents of randomSubmission and users, problems and
+// homeworks of every shape the decoders tell apart.
+func randomReadDB(r *rand.Rand, users []string, hws []bson.ObjectID) evalDB {
+	db := evalDB{}
+	for i := range r.IntN(40) {
+		db[materialize.CollSubmission] = append(db[materialize.CollSubmission], randomSubmission(r, i, users, false))
+	}
+	pick := func(vals ...any) any { return vals[r.IntN(len(vals))] }
+	for _, u := range users {
+		if r.IntN(4) == 0 {
+			continue
+		}
+		d := bson.D{{Key: "_id", Value: u}, {Key: "username", Value: u}}
+		if v := pick(int32(3), int64(2), "many", nil, missing); v != missing {
+			d = append(d, bson.E{Key: "submission", Value: v})
+		}
+		if v := pick(int32(1), float64(1), missing); v != missing {
+			d = append(d, bson.E{Key: "AC_submission", Value: v})
+		}
+		if v := pick(bson.A{int32(1)}, bson.A{}, "x", missing); v != missing {
+			d = append(d, bson.E{Key: "AC_problem_ids", Value: v})
+		}
+		db[materialize.CollUser] = append(db[materialize.CollUser], d)
+	}
+	db[materialize.CollUser] = append(db[materialize.CollUser], bson.D{{Key: "_id", Value: int32(7)}, {Key: "submission", Value: int32(1)}})
+	for id := range 6 {
+		if r.IntN(3) == 0 {
+			continue
+		}
+		d := bson.D{{Key: "_id", Value: pick(int32(id), int64(id))}, {Key: "problemName", Value: "p"}}
+		if v := pick(bson.A{hws[0]}, bson.A{hws[0], hws[1]}, bson.A{}, "not an array", bson.A{"x"}, missing); v != missing {
+			d = append(d, bson.E{Key: "homeworks", Value: v})
+		}
+		db[materialize.CollProblem] = append(db[materialize.CollProblem], d)
+	}
+	for _, id := range hws {
+		if r.IntN(4) == 0 {
+			continue
+		}
+		ss := bson.D{}
+		for _, u := range users {
+			switch r.IntN(4) {
+			case 0:
+			case 1:
+				ss = append(ss, bson.E{Key: u, Value: "not a document"})
+			default:
+				ss = append(ss, bson.E{Key: u, Value: bson.D{{Key: "1", Value: bson.D{{Key: "score", Value: int32(r.IntN(101))}}}, {Key: "3", Value: bson.D{}}}})
+			}
+		}
+		d := bson.D{{Key: "_id", Value: id}, {Key: "homeworkName", Value: "h"},
+			{Key: "duration", Value: pick(bson.D{{Key: "start", Value: bson.DateTime(1)}, {Key: "end", Value: bson.DateTime(2_000_000_000_000)}}, "soon", missing)},
+			{Key: "penalty", Value: pick("score = score * 0.9", int32(1))},
+			{Key: "studentStatus", Value: pick(ss, ss, ss, int32(5))}}
+		out := bson.D{}
+		for _, e := range d {
+			if e.Value != missing {
+				out = append(out, e)
+			}
+		}
+		db[materialize.CollHomework] = append(db[materialize.CollHomework], out)
+	}
+	return db
+}
+
+// TestReadPipeline runs Read's one aggregate (readPipeline: $unionWith,
+// $replaceWith) through the evaluator over random databases and random
+// Reads, decodes it as Read does, and compares it with ReadSeparately
+// over the same database, each method running the queries it sends:
+// every part's documents reach its decoder, from its own collection,
+// none of another part. The counts, the users' stored fields and the
+// decodable documents are also checked against memstore, which reads
+// the whole documents with materialize's decoders. READPIPELINE_N sets
+// the number of random cases (default 300).
+func TestReadPipeline(t *testing.T) {
+	n := 300
+	if s := os.Getenv("READPIPELINE_N"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	users := []string{"a", "b", "c.d", "$e"}
+	hws := []bson.ObjectID{{0x65, 1}, {0x65, 2}, {0x65, 3}}
+	d, _, _ := mockDB(t)
+	ctx := context.Background()
+	for seed := range n {
+		r := rand.New(rand.NewPCG(uint64(seed), 19))
+		db := randomReadDB(r, users, hws)
+		sub := func(vals []string) []string {
+			var out []string
+			for _, v := range vals {
+				if r.IntN(2) == 0 {
+					out = append(out, v)
+				}
+			}
+			return out
+		}
+		rd := &watch.Reads{Users: sub(append(slices.Clone(users), "nobody")), HomeworkUsers: sub(users)}
+		for range r.IntN(4) {
+			rd.Pairs = append(rd.Pairs, materialize.Pair{User: users[r.IntN(len(users))], Problem: int64(1 + r.IntN(5))})
+		}
+		for id := range 7 {
+			if r.IntN(2) == 0 {
+				rd.Problems = append(rd.Problems, int64(id))
+			}
+		}
+		for _, id := range append(hws, bson.ObjectID{0x65, 9}) {
+			if r.IntN(2) == 0 {
+				rd.Homeworks = append(rd.Homeworks, id)
+			}
+		}
+		if r.IntN(5) == 0 {
+			rd.HomeworkUsers = nil // every user
+		}
+
+		want, err := watch.ReadSeparately(ctx, evalSeparate{db}, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, ok := d.readParts(rd)
+		if !ok {
+			t.Fatalf("seed %d: %+v over queryTerms", seed, rd)
+		}
+		got := &watch.ReadResult{}
+		if len(parts) > 0 {
+			c := newReadCollector(rd)
+			if err := db.run(parts[0].coll.Name(), readPipeline(parts), c.add); err != nil {
+				t.Fatalf("seed %d, %+v: %v", seed, rd, err)
+			}
+			if got, err = c.finish(ctx, evalSeparate{db}.byID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d, %+v: Read =\n%s\nReadSeparately =\n%s", seed, rd, dump(got), dump(want))
+		}
+
+		st := memstore.New()
+		for coll, docs := range db {
+			for _, doc := range docs {
+				if err := st.Load(coll, rawOf(doc)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		mem, err := st.Read(ctx, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAgainstMemstore(t, seed, got, mem)
+	}
+}
+
+// checkAgainstMemstore compares what memstore and the adapter agree on:
+// the decodable submissions, the counts, the stored user fields, the
+// decodable problems and homeworks (memstore reports fewer undecodable
+// documents: only those whose user is a string it was asked for).
+func checkAgainstMemstore(t *testing.T, seed int, got, mem *watch.ReadResult) {
+	t.Helper()
+	byID := func(s []materialize.Submission) []materialize.Submission {
+		return slices.SortedFunc(slices.Values(s), func(a, b materialize.Submission) int { return strings.Compare(a.ID.Hex(), b.ID.Hex()) })
+	}
+	if g, m := byID(got.Submissions), byID(mem.Submissions); !slices.Equal(g, m) {
+		t.Errorf("seed %d: submissions %v, memstore %v", seed, g, m)
+	}
+	if len(got.Stats) != len(mem.Stats) {
+		t.Errorf("seed %d: stats %v, memstore %v", seed, got.Stats, mem.Stats)
+	}
+	for u, s := range mem.Stats {
+		if !got.Stats[u].Equal(s) {
+			t.Errorf("seed %d: stats of %s %+v, memstore %+v", seed, u, got.Stats[u], s)
+		}
+	}
+	if !reflect.DeepEqual(got.Users, mem.Users) {
+		t.Errorf("seed %d: users %v, memstore %v", seed, got.Users, mem.Users)
+	}
+	if !reflect.DeepEqual(got.Problems, mem.Problems) {
+		t.Errorf("seed %d: problems %v, memstore %v", seed, got.Problems, mem.Problems)
+	}
+	if len(got.Homeworks) != len(mem.Homeworks) {
+		t.Errorf("seed %d: %d homeworks, memstore %d", seed, len(got.Homeworks), len(mem.Homeworks))
+	}
+	for id, h := range mem.Homeworks {
+		g := got.Homeworks[id]
+		if g == nil || g.End != h.End || g.Penalty != h.Penalty || !reflect.DeepEqual(g.Students, h.Students) {
+			t.Errorf("seed %d: homework %s %+v, memstore %+v", seed, id.Hex(), g, h)
+		}
 	}
 }

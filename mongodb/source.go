@@ -509,20 +509,20 @@ func (d *DB) UserStats(ctx context.Context, users []string) (map[string]material
 			return nil, nil, fmt.Errorf("read user stats: %w", err)
 		}
 	}
-	subs, bad, err := d.othersOf(ctx, r)
+	subs, bad, err := othersOf(ctx, d.SubmissionsByID, r)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read user stats: %w", err)
 	}
 	return r.finish(subs, bad)
 }
 
-// othersOf reads by _id the submissions userStatsPipeline left to the Go
-// decoder (none: no round trip).
-func (d *DB) othersOf(ctx context.Context, r *userStats) ([]materialize.Submission, []*materialize.DecodeError, error) {
+// othersOf reads with byID the submissions userStatsPipeline left to the
+// Go decoder (none: no round trip).
+func othersOf(ctx context.Context, byID byIDReader, r *userStats) ([]materialize.Submission, []*materialize.DecodeError, error) {
 	if len(r.others) == 0 {
 		return nil, nil, nil
 	}
-	return d.SubmissionsByID(ctx, r.others)
+	return byID(ctx, r.others)
 }
 
 // userStats combines userStatsPipeline's results with the submissions it
