@@ -39,6 +39,7 @@ const readBatchSize = math.MaxInt32
 // sends, on its collection.
 type readPart struct {
 	tag    string
+	name   string // in errors
 	coll   *mongo.Collection
 	stages bson.A
 }
@@ -55,21 +56,21 @@ func (d *DB) readParts(r *watch.Reads) (parts []readPart, ok bool) {
 		if len(fs) != 1 {
 			return nil, false
 		}
-		parts = append(parts, readPart{partSubmissions, d.submissions, findStages(fs[0], submissionProjection)})
+		parts = append(parts, readPart{partSubmissions, "submissions", d.submissions, findStages(fs[0], submissionProjection)})
 	}
 	if len(r.Users) > queryTerms || len(r.Problems) > queryTerms || len(r.Homeworks) > queryTerms {
 		return nil, false
 	}
 	if len(r.Users) > 0 {
 		parts = append(parts,
-			readPart{partStats, d.submissions, userStatsPipeline(r.Users)},
-			readPart{partUsers, d.users, findStages(idIn(r.Users), userProjection)})
+			readPart{partStats, "user stats", d.submissions, userStatsPipeline(r.Users)},
+			readPart{partUsers, "users", d.users, findStages(idIn(r.Users), userProjection)})
 	}
 	if len(r.Problems) > 0 {
-		parts = append(parts, readPart{partProblems, d.problems, findStages(idIn(r.Problems), problemProjection)})
+		parts = append(parts, readPart{partProblems, "problems", d.problems, findStages(idIn(r.Problems), problemProjection)})
 	}
 	if len(r.Homeworks) > 0 {
-		parts = append(parts, readPart{partHomeworks, d.homeworks, homeworkPipeline(r.Homeworks, r.HomeworkUsers)})
+		parts = append(parts, readPart{partHomeworks, "homeworks", d.homeworks, homeworkPipeline(r.Homeworks, r.HomeworkUsers)})
 	}
 	return parts, true
 }
@@ -187,8 +188,8 @@ func (c *readCollector) finish(ctx context.Context, byID byIDReader) (*watch.Rea
 // (readParts); the submissions UserStats leaves to the Go decoder (read
 // by _id, as UserStats does); a result document the wrapper takes over
 // the 16 MiB document limit (BSONObjectTooLarge, 10334: a projected
-// homework within a few bytes of it), read again separately, since it
-// would fail no separate read.
+// homework within a few bytes of it), read again separately, since no
+// separate read would hit it.
 //
 // The aggregate needs find on each collection it reads (the server checks
 // find on each $unionWith's collection), which the role in
@@ -203,15 +204,15 @@ func (d *DB) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error
 	if len(parts) == 0 {
 		return &watch.ReadResult{}, nil
 	}
-	var colls, tags []string
+	var colls, names []string
 	for _, p := range parts {
 		if !slices.Contains(colls, p.coll.Name()) {
 			colls = append(colls, p.coll.Name())
 		}
-		tags = append(tags, p.tag)
+		names = append(names, p.name)
 	}
 	c := newReadCollector(r)
-	op := fmt.Sprintf("read (parts %s) in one aggregate of %s", strings.Join(tags, ","), strings.Join(colls, ", "))
+	op := fmt.Sprintf("read %s in one aggregate of %s", strings.Join(names, ", "), strings.Join(colls, ", "))
 	err := d.aggregateAs(ctx, parts[0].coll, readPipeline(parts), needsEach(colls, "find"), op, c.add,
 		options.Aggregate().SetBatchSize(readBatchSize))
 	var se mongo.ServerError
