@@ -85,8 +85,12 @@ func wrapStage(tag string) bson.D {
 // readPipeline is the one aggregate of a combined Read, run on parts[0]'s
 // collection: that part's stages, then a $unionWith (MongoDB 4.4+) of
 // each other part's collection with its stages, each part's documents
-// wrapped by wrapStage. No stage follows the last $unionWith, so the
-// server has nothing to push into the sub-pipelines.
+// wrapped by wrapStage. $unionWith returns its input's documents, then
+// its sub-pipeline's (an empty or missing base collection included), and
+// the server copies a $match, $project or $replaceWith that follows a
+// $unionWith into its sub-pipeline (DocumentSourceUnionWith::doOptimizeAt);
+// here only another $unionWith, or nothing, follows one, so each part's
+// stages run as written, on its own collection.
 func readPipeline(parts []readPart) bson.A {
 	p := append(append(bson.A{}, parts[0].stages...), wrapStage(parts[0].tag))
 	for _, x := range parts[1:] {
