@@ -260,16 +260,25 @@ func (x readReplies) separate() []bson.D {
 		cursorReply("normal-oj.homework", x.homeworks...))
 }
 
+// combinedDocs are the documents of a combined Read's aggregate.
+func (x readReplies) combinedDocs() bson.A {
+	var out bson.A
+	for _, p := range []struct {
+		tag  string
+		docs []bson.D
+	}{{partSubmissions, x.subs}, {partStats, x.stats}, {partUsers, x.users}, {partProblems, x.problems}, {partHomeworks, x.homeworks}} {
+		for _, d := range wrapped(p.tag, p.docs...) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // combined are the replies of a combined Read: one aggregate, then the
 // read by _id.
 func (x readReplies) combined() []bson.D {
-	var docs []bson.D
-	docs = append(docs, wrapped(partSubmissions, x.subs...)...)
-	docs = append(docs, wrapped(partStats, x.stats...)...)
-	docs = append(docs, wrapped(partUsers, x.users...)...)
-	docs = append(docs, wrapped(partProblems, x.problems...)...)
-	docs = append(docs, wrapped(partHomeworks, x.homeworks...)...)
-	out := []bson.D{cursorReply("normal-oj.submission", docs...)}
+	out := []bson.D{{{Key: "ok", Value: 1}, {Key: "cursor", Value: bson.D{
+		{Key: "id", Value: int64(0)}, {Key: "ns", Value: "normal-oj.submission"}, {Key: "firstBatch", Value: x.combinedDocs()}}}}}
 	if x.others != nil {
 		out = append(out, cursorReply("normal-oj.submission", x.others...))
 	}
@@ -763,5 +772,64 @@ func checkAgainstMemstore(t *testing.T, seed int, got, mem *watch.ReadResult) {
 		if g == nil || g.End != h.End || g.Penalty != h.Penalty || !reflect.DeepEqual(g.Students, h.Students) {
 			t.Errorf("seed %d: homework %s %+v, memstore %+v", seed, id.Hex(), g, h)
 		}
+	}
+}
+
+// TestReadGetMore: a result over what one reply holds (16 MiB) continues
+// in getMores of the same cursor, with the same batch size, and decodes
+// to the same result.
+func TestReadGetMore(t *testing.T) {
+	x := testReplies()
+	ctx := context.Background()
+	d, md, _ := mockDB(t)
+	md.AddResponses(x.separate()...)
+	want, err := watch.ReadSeparately(ctx, d, fullReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := x.combinedDocs()
+	half := len(all) / 2
+	d, md, sent := mockDB(t)
+	md.AddResponses(
+		bson.D{{Key: "ok", Value: 1}, {Key: "cursor", Value: bson.D{{Key: "id", Value: int64(42)}, {Key: "ns", Value: "normal-oj.submission"}, {Key: "firstBatch", Value: all[:half]}}}},
+		bson.D{{Key: "ok", Value: 1}, {Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: "normal-oj.submission"}, {Key: "nextBatch", Value: all[half:]}}}},
+		cursorReply("normal-oj.submission", x.others...))
+	got, err := d.Read(ctx, fullReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := sent()
+	if len(cmds) != 3 {
+		t.Fatalf("%d commands, want aggregate, getMore, find", len(cmds))
+	}
+	if bs, _ := cmds[1].Lookup("batchSize").Int32OK(); cmds[1].Lookup("getMore").Type == 0 || bs != readBatchSize {
+		t.Errorf("second command %s, want a getMore with the aggregate's batch size", cmds[1])
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Read =\n%s\nReadSeparately =\n%s", dump(got), dump(want))
+	}
+}
+
+// TestReadAfterOwnWrites: the combined Read, like every read, carries
+// afterClusterTime of the daemon's own last acknowledged write when that
+// is later than the batch's event.
+func TestReadAfterOwnWrites(t *testing.T) {
+	d, md, sent := mockDB(t)
+	wrote := bson.Timestamp{T: 1_800_000_010, I: 2}
+	md.AddResponses(bson.D{{Key: "ok", Value: 1}, {Key: "n", Value: 1}, {Key: "nModified", Value: 1}, {Key: "operationTime", Value: wrote}})
+	if err := d.Apply(context.Background(), &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}}); err != nil {
+		t.Fatal(err)
+	}
+	sent()
+	md.AddResponses(cursorReply("normal-oj.submission"))
+	if _, err := d.Read(watch.WithReadAfter(context.Background(), bson.Timestamp{T: 1_800_000_000, I: 7}), fullReads()); err != nil {
+		t.Fatal(err)
+	}
+	cmds := sent()
+	if len(cmds) != 1 {
+		t.Fatalf("%d commands, want 1", len(cmds))
+	}
+	if tt, ti, _ := cmds[0].Lookup("readConcern", "afterClusterTime").TimestampOK(); (bson.Timestamp{T: tt, I: ti}) != wrote {
+		t.Errorf("afterClusterTime %v, want the daemon's own write's %v", cmds[0].Lookup("readConcern"), wrote)
 	}
 }
