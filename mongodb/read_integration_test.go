@@ -2,55 +2,33 @@ package mongodb
 
 import (
 	"cmp"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-
-	"go.mongodb.org/mongo-driver/v2/event"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
-// monitoredDB is testDB with a command monitor: sent returns the names of
-// the commands sent since its last call (handshakes and heartbeats are
-// not commands the monitor sees).
+// monitoredDB is a DB on testDB's database through a monitored client:
+// sent returns the names of the commands sent since its last call.
 func monitoredDB(t *testing.T) (*DB, func() []string) {
 	t.Helper()
-	uri := serverURI(t)
-	var mu sync.Mutex
-	var names []string
-	opts := clientOptions(uri).SetMonitor(&event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
-		mu.Lock()
-		defer mu.Unlock()
-		names = append(names, e.CommandName)
-	}})
-	client, err := mongo.Connect(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	db := newDB(client, Config{Database: "materializer_test_" + hex.EncodeToString(b[:])}.withDefaults())
-	t.Cleanup(func() {
-		ctx := context.WithoutCancel(testCtx(t))
-		if err := db.db.Drop(ctx); err != nil {
-			t.Errorf("drop: %v", err)
+	base := testDB(t)
+	client, log := monitoredClient(t)
+	seen := 0
+	return newDB(client, base.cfg), func() []string {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		var names []string
+		for _, c := range log.cmds[seen:] {
+			if e, err := c.IndexErr(0); err == nil {
+				names = append(names, e.Key())
+			}
 		}
-		_ = client.Disconnect(ctx)
-	})
-	return db, func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		out := names
-		names = nil
-		return out
+		seen = len(log.cmds)
+		return names
 	}
 }
 
