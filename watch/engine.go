@@ -115,6 +115,7 @@ type Engine struct {
 	unsaved  *Event // the last event of the last processed batch, its token not saved yet
 	deferred error  // a stream error met after part of a batch was read
 	echoes   echoes // the last acknowledged writes of derived paths, whose echoes are skipped
+	hwGuess  *homeworkGuess
 }
 
 func (e *Engine) init() {
@@ -497,7 +498,7 @@ func (e *Engine) processBatch(ctx context.Context, events []Event) (rebuilt bool
 			last = ev.ClusterTime
 		}
 	}
-	out, err := recompute(WithReadAfter(ctx, last), e.Store, e.Store, e.deriver, keys, insertedInBatch(events))
+	out, err := recompute(WithReadAfter(ctx, last), e.Store, e.Store, e.deriver, keys, insertedInBatch(events), e.homeworkGuess())
 	if err != nil {
 		return false, e.fault(ctx, PhaseSourceRead, fmt.Errorf("recompute: %w", err))
 	}

@@ -49,6 +49,11 @@ func (m *movingStore) UserStats(ctx context.Context, users []string) (map[string
 	return m.Store.UserStats(ctx, users)
 }
 
+// Read goes through the parts above, as Source.Read is defined.
+func (m *movingStore) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error) {
+	return watch.ReadSeparately(ctx, m, r)
+}
+
 // TestInsertedSubmissionMovedBeforeTheReadsHealedByEchoes: a submission
 // inserted by a batch (neither looked up nor read by id) that moves to
 // another pair after the batch's last event but before the batch reads
