@@ -447,7 +447,7 @@ func checkApply(t *testing.T, db *DB, v mtest.Vector) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Apply(ctx, &w); err != nil {
+	if _, err := db.Apply(ctx, &w); err != nil {
 		t.Fatal(err)
 	}
 	after := readAll(t, db)
@@ -494,7 +494,7 @@ func TestIntegrationDottedUsername(t *testing.T) {
 		writes = append(writes, watch.EntryWrite{Homework: h, User: "$c", ProblemKey: "7", Entry: testEntry})
 		want["$c"] = map[string]materialize.Entry{"7": testEntry}
 	}
-	if err := db.Apply(ctx, &watch.Writes{Entries: writes}); err != nil {
+	if _, err := db.Apply(ctx, &watch.Writes{Entries: writes}); err != nil {
 		t.Fatal(err)
 	}
 	wantDoc, _, err := materialize.PatchHomework(doc, want)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -308,12 +309,58 @@ func (s *Store) emit(op, coll string, id bson.RawValue, full bson.Raw, fields []
 			fields = []string{}
 		}
 		ev = append(ev, bson.E{Key: "changedFields", Value: fields})
+		if coll == materialize.CollUser || coll == materialize.CollHomework {
+			ev = append(ev, bson.E{Key: "derivedValues", Value: s.derivedValues(coll, id, fields)})
+		}
 	}
 	raw, err := bson.Marshal(ev)
 	if err != nil {
 		panic(fmt.Sprintf("memstore: marshal event: %v", err)) // values above always encode
 	}
 	s.oplog = append(s.oplog, raw)
+}
+
+// derivedValues is watch.Pipeline's derivedValues of an update of the
+// document of coll with _id id that changed fields: [{k: path, v: its
+// value now}] for each path that is a derived path (watch.DerivedPath).
+// The values are read from the stored document (the update's result),
+// dotted paths walking documents and, by index, arrays, as the server's
+// updatedFields would show them.
+func (s *Store) derivedValues(coll string, id bson.RawValue, fields []string) bson.A {
+	out := bson.A{}
+	doc := s.colls[coll][docKey(id)]
+	for _, f := range fields {
+		if !watch.DerivedPath(coll, f) {
+			continue
+		}
+		v, ok := lookupPath(doc, f)
+		if !ok {
+			continue
+		}
+		out = append(out, bson.D{{Key: "k", Value: f}, {Key: "v", Value: v}})
+	}
+	return out
+}
+
+// lookupPath returns the value at dotted path in doc.
+func lookupPath(doc bson.Raw, path string) (bson.RawValue, bool) {
+	v := bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: doc}
+	for _, p := range strings.Split(path, ".") {
+		d, ok := v.DocumentOK()
+		if !ok {
+			a, isArray := v.ArrayOK()
+			if !isArray {
+				return bson.RawValue{}, false
+			}
+			d = bson.Raw(a)
+		}
+		next, err := d.LookupErr(p)
+		if err != nil {
+			return bson.RawValue{}, false
+		}
+		v = next
+	}
+	return v, true
 }
 
 // EmitRaw appends an arbitrary change event document (for bad-input

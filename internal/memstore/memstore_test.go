@@ -66,7 +66,7 @@ func TestFail(t *testing.T) {
 		return nil
 	}
 	w := &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: materialize.UserStats{Submission: 5}}, {User: "b", Stats: materialize.UserStats{Submission: 6}}}}
-	if err := st.Apply(ctx, w); !errors.Is(err, memstore.ErrInjected) {
+	if _, err := st.Apply(ctx, w); !errors.Is(err, memstore.ErrInjected) {
 		t.Errorf("Apply: %v, want the injected failure", err)
 	}
 	if a, b := st.Get(materialize.CollUser, "a"), st.Get(materialize.CollUser, "b"); !w.Users[0].Stats.MatchesStored(a) || !bytes.Equal(b, user("b", 0)) {
@@ -160,7 +160,7 @@ func TestApplyNoop(t *testing.T) {
 	}
 	n := st.OplogLen()
 	stats, _ := materialize.DecodeUserStats(user("a", 2))
-	if err := st.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: stats}}}); err != nil {
+	if _, err := st.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: stats}}}); err != nil {
 		t.Fatal(err)
 	}
 	if st.OplogLen() != n || st.Stats().NoopWrites != 1 {
