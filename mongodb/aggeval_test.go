@@ -6,9 +6,10 @@ package mongodb
 // server. It follows the server's documented semantics for the operators
 // it knows ($cond, $eq, $gt, $type, $objectToArray, $arrayToObject, $map,
 // $filter, $in, $size, $and, $ifNull, $add, $literal, $concatArrays, the
-// variable $$REMOVE; query $or, $expr,
+// variables $$REMOVE and $$ROOT; query $or, $expr,
 // $exists, $lte, $in, $type; update $set with dotted paths, $addToSet with
-// $each, pipeline $set/$project/$match) and fails loudly on anything else.
+// $each, pipeline $set/$project/$match/$group/$sort/$replaceWith, and
+// $unionWith over a map of collections) and fails loudly on anything else.
 // It is a test oracle, not an emulator: the integration tests run the
 // same builders against a real server.
 
@@ -629,10 +630,34 @@ func addFields(root, doc bson.D, spec bson.D) bson.D {
 	return doc
 }
 
-// runPipeline runs $match, $project and $set stages over docs.
+// runPipeline runs $match, $project, $set, $group, $sort and
+// $replaceWith stages over docs.
 func runPipeline(docs []bson.D, pipeline bson.A) []bson.D {
+	return runPipelineIn(nil, docs, pipeline)
+}
+
+// runPipelineIn is runPipeline in a database of collections colls, where
+// $unionWith {coll, pipeline} outputs the documents so far, then those of
+// pipeline run over colls[coll] (none for a missing collection).
+func runPipelineIn(colls map[string][]bson.D, docs []bson.D, pipeline bson.A) []bson.D {
 	for _, st := range pipeline {
 		stage := st.(bson.D)
+		if len(stage) != 1 {
+			panic(fmt.Sprintf("a stage has one field: %v", stage))
+		}
+		if stage[0].Key == "$unionWith" {
+			if colls == nil {
+				panic("$unionWith outside a database")
+			}
+			spec := stage[0].Value.(bson.D)
+			coll, ok := lookupD(spec, "coll").(string)
+			if !ok {
+				panic(fmt.Sprintf("$unionWith without coll: %v", spec))
+			}
+			sub, _ := lookupD(spec, "pipeline").(bson.A)
+			docs = append(append([]bson.D(nil), docs...), runPipelineIn(colls, colls[coll], sub)...)
+			continue
+		}
 		if stage[0].Key == "$group" {
 			docs = group(docs, stage[0].Value.(bson.D))
 			continue
@@ -650,6 +675,14 @@ func runPipeline(docs []bson.D, pipeline bson.A) []bson.D {
 				}
 			case "$set":
 				out = append(out, addFields(doc, append(bson.D{}, doc...), stage[0].Value.(bson.D)))
+			case "$replaceWith":
+				// The expression must be a document (the server fails
+				// the aggregate otherwise, 40228).
+				root, ok := evaluator{root: doc}.eval(stage[0].Value).(bson.D)
+				if !ok {
+					panic(fmt.Sprintf("$replaceWith %v: not a document", stage[0].Value))
+				}
+				out = append(out, root)
 			case "$project":
 				ev := evaluator{root: doc}
 				res := bson.D{}

@@ -226,11 +226,16 @@ func isWriteException(err error) bool {
 // the database ("" is the database resource itself). An Unauthorized
 // error names it, so the operator can grant exactly what is missing.
 type need struct {
-	coll    string
+	colls   []string
 	actions []string
 }
 
-func needs(coll string, actions ...string) need { return need{coll: coll, actions: actions} }
+func needs(coll string, actions ...string) need { return need{colls: []string{coll}, actions: actions} }
+
+// needsEach is the privilege of an operation reading several collections
+// (an aggregate with $unionWith needs find on each: the server checks
+// find on every collection a $unionWith names).
+func needsEach(colls []string, actions ...string) need { return need{colls: colls, actions: actions} }
 
 // fail returns err, prefixed with op, marked with its class (classify);
 // nil stays nil. An Unauthorized error also says which privilege op needs
@@ -249,12 +254,15 @@ func fail(db string, n need, op string, err error) error {
 		return watch.WithClass(c, fmt.Errorf("%s: %w; authentication failed: check the URI's user name, password, authSource and authMechanism", op, err))
 	}
 	if c == watch.Unauthorized && len(n.actions) > 0 {
-		res := fmt.Sprintf("collection %s.%s", db, n.coll)
-		if n.coll == "" {
-			res = fmt.Sprintf("database %s (collection: \"\")", db)
+		res := make([]string, len(n.colls))
+		for i, coll := range n.colls {
+			res[i] = fmt.Sprintf("collection %s.%s", db, coll)
+			if coll == "" {
+				res[i] = fmt.Sprintf("database %s (collection: \"\")", db)
+			}
 		}
 		return watch.WithClass(c, fmt.Errorf("%s: %w; not authorized: the user needs action(s) %s on %s (see the nojMaterializer role in docs/install.md#a-least-privilege-role)",
-			op, err, quoteAll(n.actions), res))
+			op, err, quoteAll(n.actions), strings.Join(res, " and on ")))
 	}
 	return watch.WithClass(c, fmt.Errorf("%s: %w", op, err))
 }

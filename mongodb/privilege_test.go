@@ -90,6 +90,10 @@ func TestIntegrationLeastPrivilege(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("Acquire: %v %v", ok, err)
 	}
+	// Read's one aggregate: find on each collection its $unionWith reads.
+	if _, err := db.Read(ctx, readsOf(vs[0].DB)); err != nil {
+		t.Fatalf("Read: %v", err)
+	}
 	eng := &watch.Engine{Store: db, Feed: db, Checkpoints: db, Config: watch.Config{Epoch: lease.Epoch, Owner: "least"}}
 	if _, err := eng.RebuildAndCheckpoint(ctx); err != nil {
 		t.Fatalf("rebuild: %v", err)
@@ -203,6 +207,10 @@ func TestIntegrationReadOnlyRole(t *testing.T) {
 	}
 	if _, _, err := db.Homeworks(ctx, []bson.ObjectID{{1}}, []string{"user00"}); err != nil {
 		t.Errorf("Homeworks: %v", err)
+	}
+	if _, err := db.Read(ctx, &watch.Reads{Pairs: []materialize.Pair{{User: "user00", Problem: 323}}, Users: []string{"user00"},
+		Problems: []int64{323}, Homeworks: []bson.ObjectID{{1}}, HomeworkUsers: []string{"user00"}}); err != nil {
+		t.Errorf("Read: %v", err)
 	}
 }
 

@@ -75,6 +75,23 @@ func filterExpr(input any, as string, c any) bson.D {
 // inValues is {$in: vals} as a query operator.
 func inValues[T any](vals []T) bson.D { return bson.D{{Key: "$in", Value: vals}} }
 
+// idIn is the filter {_id: {$in: ids}} of the reads by _id (Users,
+// Problems, SubmissionsByID).
+func idIn[T any](ids []T) bson.D { return bson.D{{Key: "_id", Value: inValues(ids)}} }
+
+// findStages is a find's filter and projection as the pipeline stages
+// [{$match: filter}, {$project: projection}], for Read's sub-pipelines:
+// $match takes the query language of find's filter, and since MongoDB 4.4
+// find's projection is parsed and applied as $project's (inclusion
+// projections here: the named top-level fields in the document's order,
+// _id unless excluded), so both return the same documents.
+func findStages(filter, projection bson.D) bson.A {
+	return bson.A{
+		bson.D{{Key: "$match", Value: filter}},
+		bson.D{{Key: "$project", Value: projection}},
+	}
+}
+
 // submissionFilters returns the filters of Submissions(users, pairs): the
 // submissions of every named user and of every named pair, split into
 // queries of at most maxTerms terms (a user or a pair each). Each filter is

@@ -93,13 +93,19 @@ func (d *DB) find(ctx context.Context, coll *mongo.Collection, filter any, opts 
 // (causally after watch.ReadAfter(ctx) when set and after the daemon's
 // own writes).
 func (d *DB) aggregate(ctx context.Context, coll *mongo.Collection, pipeline bson.A, fn func(bson.Raw) error) error {
-	db, op, n := coll.Database().Name(), "aggregate "+coll.Name(), needs(coll.Name(), "find")
+	return d.aggregateAs(ctx, coll, pipeline, needs(coll.Name(), "find"), "aggregate "+coll.Name(), fn)
+}
+
+// aggregateAs is aggregate with the privilege n the pipeline needs, the
+// name op its errors carry, and the aggregate's options.
+func (d *DB) aggregateAs(ctx context.Context, coll *mongo.Collection, pipeline bson.A, n need, op string, fn func(bson.Raw) error, opts ...options.Lister[options.AggregateOptions]) error {
+	db := coll.Database().Name()
 	ctx, end, err := causalCtx(ctx, coll, d.written.load())
 	if err != nil {
 		return fail(db, n, op, err)
 	}
 	defer end()
-	cur, err := coll.Aggregate(ctx, pipeline)
+	cur, err := coll.Aggregate(ctx, pipeline, opts...)
 	if err != nil {
 		return fail(db, n, op, err)
 	}
@@ -138,30 +144,39 @@ func idKey(doc bson.Raw) string {
 // to the fields the derivation reads. Each submission is returned once;
 // undecodable ones are returned in bad.
 func (d *DB) Submissions(ctx context.Context, users []string, pairs []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error) {
-	var subs []materialize.Submission
-	var bad []*materialize.DecodeError
-	seen := make(map[string]bool)
+	p := newSubmissionsPart()
 	opts := options.Find().SetProjection(submissionProjection)
 	for _, f := range submissionFilters(users, pairs, queryTerms) {
-		err := d.find(ctx, d.submissions, f, opts, func(raw bson.Raw) error {
-			k := idKey(raw)
-			if seen[k] {
-				return nil
-			}
-			seen[k] = true
-			s, err := materialize.DecodeSubmission(raw)
-			if err != nil {
-				bad = append(bad, decodeError(materialize.CollSubmission, raw, err))
-				return nil
-			}
-			subs = append(subs, s)
-			return nil
-		})
-		if err != nil {
+		if err := d.find(ctx, d.submissions, f, opts, p.add); err != nil {
 			return nil, nil, fmt.Errorf("read submissions: %w", err)
 		}
 	}
-	return subs, bad, nil
+	return p.subs, p.bad, nil
+}
+
+// submissionsPart collects the results of Submissions' queries: each
+// submission once (by _id), undecodable ones in bad.
+type submissionsPart struct {
+	subs []materialize.Submission
+	bad  []*materialize.DecodeError
+	seen map[string]bool
+}
+
+func newSubmissionsPart() *submissionsPart { return &submissionsPart{seen: make(map[string]bool)} }
+
+func (p *submissionsPart) add(raw bson.Raw) error {
+	k := idKey(raw)
+	if p.seen[k] {
+		return nil
+	}
+	p.seen[k] = true
+	s, err := materialize.DecodeSubmission(raw)
+	if err != nil {
+		p.bad = append(p.bad, decodeError(materialize.CollSubmission, raw, err))
+		return nil
+	}
+	p.subs = append(p.subs, s)
+	return nil
 }
 
 // SubmissionsByID implements watch.Source: the named submissions that
@@ -171,7 +186,7 @@ func (d *DB) SubmissionsByID(ctx context.Context, ids []bson.ObjectID) ([]materi
 	var bad []*materialize.DecodeError
 	opts := options.Find().SetProjection(submissionProjection)
 	for chunk := range slices.Chunk(ids, queryTerms) {
-		err := d.find(ctx, d.submissions, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
+		err := d.find(ctx, d.submissions, idIn(chunk), opts, func(raw bson.Raw) error {
 			s, err := materialize.DecodeSubmission(raw)
 			if err != nil {
 				bad = append(bad, decodeError(materialize.CollSubmission, raw, err))
@@ -190,24 +205,34 @@ func (d *DB) SubmissionsByID(ctx context.Context, ids []bson.ObjectID) ([]materi
 // Problems implements watch.Source: the named problems that exist
 // (_id and homeworks only); undecodable ones are returned in bad.
 func (d *DB) Problems(ctx context.Context, ids []int64) (map[int64]*materialize.Problem, []*materialize.DecodeError, error) {
-	out := make(map[int64]*materialize.Problem, len(ids))
-	var bad []*materialize.DecodeError
+	p := newProblemsPart(len(ids))
 	opts := options.Find().SetProjection(problemProjection)
 	for chunk := range slices.Chunk(ids, queryTerms) {
-		err := d.find(ctx, d.problems, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
-			p, err := materialize.DecodeProblem(raw)
-			if err != nil {
-				bad = append(bad, decodeError(materialize.CollProblem, raw, err))
-				return nil
-			}
-			out[p.ID] = &p
-			return nil
-		})
-		if err != nil {
+		if err := d.find(ctx, d.problems, idIn(chunk), opts, p.add); err != nil {
 			return nil, nil, fmt.Errorf("read problems: %w", err)
 		}
 	}
-	return out, bad, nil
+	return p.out, p.bad, nil
+}
+
+// problemsPart collects the results of Problems' queries.
+type problemsPart struct {
+	out map[int64]*materialize.Problem
+	bad []*materialize.DecodeError
+}
+
+func newProblemsPart(n int) *problemsPart {
+	return &problemsPart{out: make(map[int64]*materialize.Problem, n)}
+}
+
+func (p *problemsPart) add(raw bson.Raw) error {
+	pr, err := materialize.DecodeProblem(raw)
+	if err != nil {
+		p.bad = append(p.bad, decodeError(materialize.CollProblem, raw, err))
+		return nil
+	}
+	p.out[pr.ID] = &pr
+	return nil
 }
 
 // ProblemsListing implements watch.Source: for each named homework, the
@@ -278,7 +303,13 @@ func homeworkDoc(raw bson.Raw) (*watch.HomeworkDoc, error) {
 
 // readHomeworks runs homeworkPipeline and decodes each result.
 func (d *DB) readHomeworks(ctx context.Context, ids []bson.ObjectID, users []string, fn func(*watch.HomeworkDoc), bad func(*materialize.DecodeError)) error {
-	return d.aggregate(ctx, d.homeworks, homeworkPipeline(ids, users), func(raw bson.Raw) error {
+	return d.aggregate(ctx, d.homeworks, homeworkPipeline(ids, users), homeworkResult(fn, bad))
+}
+
+// homeworkResult returns the function decoding one result of
+// homeworkPipeline (cloned: the result keeps it) into fn, or into bad.
+func homeworkResult(fn func(*watch.HomeworkDoc), bad func(*materialize.DecodeError)) func(bson.Raw) error {
+	return func(raw bson.Raw) error {
 		raw = slices.Clone(raw)
 		doc, err := homeworkDoc(raw)
 		if err != nil {
@@ -287,7 +318,7 @@ func (d *DB) readHomeworks(ctx context.Context, ids []bson.ObjectID, users []str
 		}
 		fn(doc)
 		return nil
-	})
+	}
 }
 
 // Homeworks implements watch.Source: the named homeworks that exist, with
@@ -295,17 +326,27 @@ func (d *DB) readHomeworks(ctx context.Context, ids []bson.ObjectID, users []str
 // nil). Undecodable homeworks are returned in bad and left out of the map;
 // a user's value that is not a document is in the homework's Skipped.
 func (d *DB) Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
-	out := make(map[bson.ObjectID]*watch.HomeworkDoc, len(ids))
-	var bad []*materialize.DecodeError
+	p := newHomeworksPart(len(ids))
 	for chunk := range slices.Chunk(ids, queryTerms) {
-		err := d.readHomeworks(ctx, chunk, users,
-			func(h *watch.HomeworkDoc) { out[h.ID] = h },
-			func(e *materialize.DecodeError) { bad = append(bad, e) })
-		if err != nil {
+		if err := d.aggregate(ctx, d.homeworks, homeworkPipeline(chunk, users), p.add); err != nil {
 			return nil, nil, fmt.Errorf("read homeworks: %w", err)
 		}
 	}
-	return out, bad, nil
+	return p.out, p.bad, nil
+}
+
+// homeworksPart collects the results of Homeworks' queries.
+type homeworksPart struct {
+	out map[bson.ObjectID]*watch.HomeworkDoc
+	bad []*materialize.DecodeError
+	add func(bson.Raw) error
+}
+
+func newHomeworksPart(n int) *homeworksPart {
+	p := &homeworksPart{out: make(map[bson.ObjectID]*watch.HomeworkDoc, n)}
+	p.add = homeworkResult(func(h *watch.HomeworkDoc) { p.out[h.ID] = h },
+		func(e *materialize.DecodeError) { p.bad = append(p.bad, e) })
+	return p
 }
 
 // EntryKeys implements watch.Source: the (user, problem key) of every
@@ -393,23 +434,28 @@ func (d *DB) EntriesForProblems(ctx context.Context, problems []int64) (map[int6
 // Users implements watch.Source: the stored derived fields of the named
 // users that have a document.
 func (d *DB) Users(ctx context.Context, names []string) (map[string]watch.StoredUser, error) {
-	out := make(map[string]watch.StoredUser, len(names))
+	p := usersPart(make(map[string]watch.StoredUser, len(names)))
 	opts := options.Find().SetProjection(userProjection)
 	for chunk := range slices.Chunk(names, queryTerms) {
-		err := d.find(ctx, d.users, bson.D{{Key: "_id", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
-			name, err := materialize.DecodeUserID(raw)
-			if err != nil {
-				return nil
-			}
-			st, ok := materialize.DecodeUserStats(raw)
-			out[name] = watch.StoredUser{Stats: st, OK: ok}
-			return nil
-		})
-		if err != nil {
+		if err := d.find(ctx, d.users, idIn(chunk), opts, p.add); err != nil {
 			return nil, fmt.Errorf("read users: %w", err)
 		}
 	}
-	return out, nil
+	return p, nil
+}
+
+// usersPart collects the results of Users' queries (a document whose _id
+// is not a username names no user).
+type usersPart map[string]watch.StoredUser
+
+func (p usersPart) add(raw bson.Raw) error {
+	name, err := materialize.DecodeUserID(raw)
+	if err != nil {
+		return nil
+	}
+	st, ok := materialize.DecodeUserStats(raw)
+	p[name] = watch.StoredUser{Stats: st, OK: ok}
+	return nil
 }
 
 // arrayDocs returns the document elements of an array value (others are
@@ -463,15 +509,20 @@ func (d *DB) UserStats(ctx context.Context, users []string) (map[string]material
 			return nil, nil, fmt.Errorf("read user stats: %w", err)
 		}
 	}
-	var subs []materialize.Submission
-	var bad []*materialize.DecodeError
-	if len(r.others) > 0 {
-		var err error
-		if subs, bad, err = d.SubmissionsByID(ctx, r.others); err != nil {
-			return nil, nil, fmt.Errorf("read user stats: %w", err)
-		}
+	subs, bad, err := othersOf(ctx, d.SubmissionsByID, r)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read user stats: %w", err)
 	}
 	return r.finish(subs, bad)
+}
+
+// othersOf reads with byID the submissions userStatsPipeline left to the
+// Go decoder (none: no round trip).
+func othersOf(ctx context.Context, byID byIDReader, r *userStats) ([]materialize.Submission, []*materialize.DecodeError, error) {
+	if len(r.others) == 0 {
+		return nil, nil, nil
+	}
+	return byID(ctx, r.others)
 }
 
 // userStats combines userStatsPipeline's results with the submissions it
@@ -589,9 +640,4 @@ func arrayValues(v bson.RawValue) []bson.RawValue {
 		return nil
 	}
 	return vals
-}
-
-// Read implements watch.Source.
-func (d *DB) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error) {
-	return watch.ReadSeparately(ctx, d, r)
 }

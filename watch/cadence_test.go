@@ -256,6 +256,11 @@ func (c *countingHomeworks) Homeworks(ctx context.Context, ids []bson.ObjectID, 
 	return c.Store.Homeworks(ctx, ids, users)
 }
 
+// Read goes through the parts above, as Source.Read is defined.
+func (c *countingHomeworks) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error) {
+	return watch.ReadSeparately(ctx, c, r)
+}
+
 // TestEchoBatchReadsHomeworksOnce: the echoes of a landing (the user's
 // derived fields, the entry studentStatus.<user>.<problem>, which also
 // reads as user "<user>.<problem>"'s whole status) read the homework once:

@@ -114,6 +114,7 @@ type Engine struct {
 	cp       resume.Checkpoint
 	unsaved  *Event // the last event of the last processed batch, its token not saved yet
 	deferred error  // a stream error met after part of a batch was read
+	hwGuess  *homeworkGuess
 }
 
 func (e *Engine) init() {
@@ -479,7 +480,7 @@ func (e *Engine) processBatch(ctx context.Context, events []Event) (rebuilt bool
 			last = ev.ClusterTime
 		}
 	}
-	out, err := recompute(WithReadAfter(ctx, last), e.Store, e.Store, e.deriver, keys, insertedInBatch(events))
+	out, err := recompute(WithReadAfter(ctx, last), e.Store, e.Store, e.deriver, keys, insertedInBatch(events), e.homeworkGuess())
 	if err != nil {
 		return false, e.fault(ctx, PhaseSourceRead, fmt.Errorf("recompute: %w", err))
 	}

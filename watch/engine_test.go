@@ -592,6 +592,11 @@ func (s *readAfterStore) Homeworks(ctx context.Context, ids []bson.ObjectID, use
 	return s.Store.Homeworks(ctx, ids, users)
 }
 
+// Read goes through the parts above, as Source.Read is defined.
+func (s *readAfterStore) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error) {
+	return watch.ReadSeparately(ctx, s, r)
+}
+
 // TestBatchReadsCausallyAfterLastEvent, on the engine's
 // side: every read of a batch's recomputation carries the cluster time of
 // the batch's last event (the adapter turns it into readConcern

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -67,13 +69,14 @@ type resetRef struct {
 // what is stored. It reads in bulk: one call per kind of read whatever the
 // number of keys. It writes nothing; see Engine.ProcessBatch.
 func Recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.Deriver, keys *materialize.Keys) (*Outcome, error) {
-	return recompute(ctx, src, kidx, d, keys, nil)
+	return recompute(ctx, src, kidx, d, keys, nil, nil)
 }
 
 // recompute is Recompute; the submissions in inserted were inserted by the
 // batch and never moved since (insertedInBatch): their pairs are the ones
-// their events carry.
-func recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.Deriver, keys *materialize.Keys, inserted map[bson.ObjectID]bool) (*Outcome, error) {
+// their events carry. guess (nil: none) is the engine's record of the
+// problems' homeworks lists, which every Problems read updates.
+func recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.Deriver, keys *materialize.Keys, inserted map[bson.ObjectID]bool, guess *homeworkGuess) (*Outcome, error) {
 	out := &Outcome{NewKeys: make(map[bson.ObjectID][]materialize.Pair)}
 	if keys.Rebuild {
 		out.NeedRebuild = true
@@ -85,10 +88,10 @@ func recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.De
 	if err := expandHomeworks(ctx, src, keys, out); err != nil {
 		return nil, err
 	}
-	if err := expandProblems(ctx, src, keys, out); err != nil {
+	if err := expandProblems(ctx, src, keys, guess, out); err != nil {
 		return nil, err
 	}
-	if err := derive(ctx, src, d, keys, out); err != nil {
+	if err := derive(ctx, src, d, keys, guess, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -369,7 +372,7 @@ func expandHomeworks(ctx context.Context, src Source, keys *materialize.Keys, ou
 // expandProblems turns problem keys into every pair holding an entry for
 // the problem in any homework, listed by the problem or not (so entries of
 // a homework the problem no longer lists are reset too).
-func expandProblems(ctx context.Context, src Source, keys *materialize.Keys, out *Outcome) error {
+func expandProblems(ctx context.Context, src Source, keys *materialize.Keys, guess *homeworkGuess, out *Outcome) error {
 	if len(keys.Problems) == 0 {
 		return nil
 	}
@@ -385,10 +388,11 @@ func expandProblems(ctx context.Context, src Source, keys *materialize.Keys, out
 	}
 	// Read the problems too, so one that cannot be decoded is reported
 	// even when no entry names it (derive reads them again for pairs).
-	if _, bad, err := src.Problems(ctx, ps); err != nil {
+	if probs, bad, err := src.Problems(ctx, ps); err != nil {
 		return fmt.Errorf("read problems: %w", err)
 	} else {
 		out.Malformed = append(out.Malformed, bad...)
+		guess.learn(ps, probs)
 	}
 	out.Reads++
 	for p, hus := range entries {
@@ -400,7 +404,17 @@ func expandProblems(ctx context.Context, src Source, keys *materialize.Keys, out
 }
 
 // derive recomputes the dirty users and pairs and collects the writes.
-func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *materialize.Keys, out *Outcome) error {
+//
+// It reads in one Source.Read what it needs: the pairs' submissions, the
+// users' counts and stored fields, the pairs' problems, and the homeworks
+// the pairs may write. Which homeworks those are depends on the problems'
+// homeworks lists, so the Read asks for the homeworks guess (what the
+// engine last read of those problems) names; the homeworks actually used
+// are computed from the problems just read, as if read after them, those
+// the guess missed are read in a second call, and those it named in
+// excess are dropped unused (homeworksFor). The guess decides only what is
+// fetched, never what is derived.
+func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *materialize.Keys, guess *homeworkGuess, out *Outcome) error {
 	if len(keys.Users) == 0 && len(keys.Pairs) == 0 && len(out.resets) == 0 {
 		return nil
 	}
@@ -414,10 +428,56 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 		problemSet[p.Problem] = struct{}{}
 	}
 	slices.SortFunc(allPairs, cmpPair)
+	for _, r := range out.resets {
+		pairUsers[r.ref.User] = struct{}{}
+	}
+	pids := make([]int64, 0, len(problemSet))
+	for p := range problemSet {
+		pids = append(pids, p)
+	}
+	slices.Sort(pids)
+	hwUsers := sortedStrings(pairUsers)
+	// Homeworks needed whatever the problems list: those known to hold an
+	// entry of a pair, and those of the entries to reset.
+	known := make(map[bson.ObjectID]struct{})
+	for _, extra := range keys.Pairs {
+		for h := range extra {
+			known[h] = struct{}{}
+		}
+	}
+	for _, r := range out.resets {
+		known[r.homework] = struct{}{}
+	}
 
 	// Only the dirty pairs' submissions are read; a user's counts are
 	// computed where the submissions are (Source.UserStats), so a landing
 	// never reads everything its user ever submitted.
+	r := &Reads{Pairs: allPairs, Users: users}
+	if len(keys.Pairs) > 0 || len(out.resets) > 0 {
+		// Read even if every pair turns out to matter only with a
+		// submission it has not (IfSubmitted): then the problems and
+		// homeworks read are dropped unused and unreported, as when they
+		// were read only after the submissions.
+		r.Problems = pids
+		guessed := maps.Clone(known)
+		guess.homeworks(pids, guessed)
+		if ids := sortedIDs(guessed); len(ids) > 0 && !out.hwRead.covers(ids, hwUsers) {
+			r.Homeworks, r.HomeworkUsers = ids, hwUsers
+		}
+	}
+	res := &ReadResult{}
+	if len(r.Pairs) > 0 || len(r.Users) > 0 || len(r.Problems) > 0 || len(r.Homeworks) > 0 {
+		var err error
+		res, err = src.Read(ctx, r)
+		out.Reads++
+		if err != nil {
+			return fmt.Errorf("read derivation sources: %w", err)
+		}
+		if len(r.Problems) > 0 {
+			guess.learn(r.Problems, res.Problems)
+		}
+	}
+
 	reported := make(map[string]bool)
 	malformed := func(bad []*materialize.DecodeError) {
 		for _, b := range bad {
@@ -430,29 +490,17 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 	}
 	byPair := make(map[materialize.Pair][]materialize.Submission)
 	if len(allPairs) > 0 {
-		subs, bad, err := src.Submissions(ctx, nil, allPairs)
-		out.Reads++
-		if err != nil {
-			return fmt.Errorf("read submissions: %w", err)
-		}
-		malformed(bad)
-		for _, s := range subs {
+		malformed(res.SubmissionsBad)
+		for _, s := range res.Submissions {
 			p := materialize.Pair{User: s.User, Problem: s.Problem}
 			if _, ok := keys.Pairs[p]; ok {
 				byPair[p] = append(byPair[p], s)
 			}
 		}
 	}
-	var derived map[string]materialize.UserStats
+	derived := res.Stats
 	if len(users) > 0 {
-		var bad []*materialize.DecodeError
-		var err error
-		derived, bad, err = src.UserStats(ctx, users)
-		out.Reads++
-		if err != nil {
-			return fmt.Errorf("read user stats: %w", err)
-		}
-		malformed(bad)
+		malformed(res.StatsBad)
 	}
 
 	// Pairs that matter only with a submission (see Keys.IfSubmitted).
@@ -464,11 +512,7 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 
 	// Users.
 	if len(users) > 0 {
-		stored, err := src.Users(ctx, users)
-		out.Reads++
-		if err != nil {
-			return fmt.Errorf("read users: %w", err)
-		}
+		stored := res.Users
 		for _, u := range users {
 			out.Users++
 			su, ok := stored[u]
@@ -489,56 +533,19 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 	if len(keys.Pairs) == 0 && len(out.resets) == 0 {
 		return nil
 	}
-	for _, r := range out.resets {
-		pairUsers[r.ref.User] = struct{}{}
-	}
 
 	// Pairs: the problems, then every homework any pair may write.
-	pids := make([]int64, 0, len(problemSet))
-	for p := range problemSet {
-		pids = append(pids, p)
-	}
-	slices.Sort(pids)
-	problems, bad, err := src.Problems(ctx, pids)
-	out.Reads++
-	if err != nil {
-		return fmt.Errorf("read problems: %w", err)
-	}
-	out.Malformed = append(out.Malformed, bad...)
-	hwSet := make(map[bson.ObjectID]struct{})
+	problems := res.Problems
+	out.Malformed = append(out.Malformed, res.ProblemsBad...)
+	hwSet := maps.Clone(known)
 	for _, p := range problems {
 		for _, h := range p.Homeworks {
 			hwSet[h] = struct{}{}
 		}
 	}
-	for _, extra := range keys.Pairs {
-		for h := range extra {
-			hwSet[h] = struct{}{}
-		}
-	}
-	for _, r := range out.resets {
-		hwSet[r.homework] = struct{}{}
-	}
-	hwIDs, hwUsers := sortedIDs(hwSet), sortedStrings(pairUsers)
-	var hws map[bson.ObjectID]*HomeworkDoc
-	if out.hwRead.covers(hwIDs, hwUsers) {
-		// expandHomeworks read these homeworks for these users (and
-		// reported what could not be decoded); extra users' entries in
-		// them are never looked at (every use is per pair).
-		hws = make(map[bson.ObjectID]*HomeworkDoc, len(hwIDs))
-		for _, id := range hwIDs {
-			if d, ok := out.hwRead.docs[id]; ok {
-				hws[id] = d
-			}
-		}
-	} else {
-		var bad []*materialize.DecodeError
-		hws, bad, err = src.Homeworks(ctx, hwIDs, hwUsers)
-		out.Reads++
-		if err != nil {
-			return fmt.Errorf("read homeworks: %w", err)
-		}
-		out.Malformed = append(out.Malformed, bad...)
+	hws, err := homeworksFor(ctx, src, sortedIDs(hwSet), hwUsers, r.Homeworks, res, out)
+	if err != nil {
+		return err
 	}
 	get := func(id bson.ObjectID) *materialize.Homework {
 		if h, ok := hws[id]; ok {
@@ -584,6 +591,126 @@ func derive(ctx context.Context, src Source, d *materialize.Deriver, keys *mater
 	return nil
 }
 
+// homeworksFor returns the homeworks ids (sorted) for users, and reports
+// what of them cannot be decoded, exactly as one Homeworks(ids, users)
+// call would, given res, the answer to a Read whose Homeworks part was
+// asked (sorted; nil: not read). expandHomeworks' read serves them when it
+// covers them (and reported already). Otherwise the homeworks read are
+// used when asked is ids; when it is not, those of ids it holds are used
+// and the rest read in a second call, unless the read reported a homework
+// it could not decode: a DecodeError need not name which homework it is
+// about (an unreadable document's _id is "?"), so ids are then read again,
+// whole, and only their errors reported. Homeworks read but not in ids
+// are dropped.
+func homeworksFor(ctx context.Context, src Source, ids []bson.ObjectID, users []string, asked []bson.ObjectID, res *ReadResult, out *Outcome) (map[bson.ObjectID]*HomeworkDoc, error) {
+	if out.hwRead.covers(ids, users) {
+		// expandHomeworks read these homeworks for these users (and
+		// reported what could not be decoded); extra users' entries in
+		// them are never looked at (every use is per pair).
+		hws := make(map[bson.ObjectID]*HomeworkDoc, len(ids))
+		for _, id := range ids {
+			if d, ok := out.hwRead.docs[id]; ok {
+				hws[id] = d
+			}
+		}
+		return hws, nil
+	}
+	if slices.Equal(asked, ids) {
+		out.Malformed = append(out.Malformed, res.HomeworksBad...)
+		return res.Homeworks, nil
+	}
+	hws := make(map[bson.ObjectID]*HomeworkDoc, len(ids))
+	missing := ids
+	if len(res.HomeworksBad) == 0 {
+		missing = nil
+		for _, id := range ids {
+			if _, ok := slices.BinarySearchFunc(asked, id, cmpID); !ok {
+				missing = append(missing, id)
+			} else if d, ok := res.Homeworks[id]; ok {
+				hws[id] = d
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return hws, nil
+	}
+	more, bad, err := src.Homeworks(ctx, missing, users)
+	out.Reads++
+	if err != nil {
+		return nil, fmt.Errorf("read homeworks: %w", err)
+	}
+	out.Malformed = append(out.Malformed, bad...)
+	maps.Copy(hws, more)
+	return hws, nil
+}
+
+// homeworkGuess is what the engine last read of each problem's homeworks
+// list, for derive to read the homeworks with the problems in one Read
+// instead of after them. A guess only decides what is fetched (see
+// derive), so a stale one costs a round trip, never a wrong value. It
+// holds at most maxGuessProblems problems (one is forgotten to make room
+// for another) and lists of at most maxGuessHomeworks homeworks. A nil
+// *homeworkGuess guesses nothing and learns nothing. Safe for concurrent
+// use.
+type homeworkGuess struct {
+	mu        sync.Mutex
+	byProblem map[int64][]bson.ObjectID
+}
+
+const (
+	maxGuessProblems  = 1 << 14
+	maxGuessHomeworks = 64
+)
+
+// homeworkGuess returns the engine's guess, made on first use.
+func (e *Engine) homeworkGuess() *homeworkGuess {
+	if e.hwGuess == nil {
+		e.hwGuess = &homeworkGuess{}
+	}
+	return e.hwGuess
+}
+
+// homeworks adds to into the homeworks last read for problems.
+func (g *homeworkGuess) homeworks(problems []int64, into map[bson.ObjectID]struct{}) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range problems {
+		for _, h := range g.byProblem[p] {
+			into[h] = struct{}{}
+		}
+	}
+}
+
+// learn records got, a Problems read of ids: a problem absent from it
+// (deleted, or undecodable) lists no homework a derivation reads.
+func (g *homeworkGuess) learn(ids []int64, got map[int64]*materialize.Problem) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byProblem == nil {
+		g.byProblem = make(map[int64][]bson.ObjectID)
+	}
+	for _, id := range ids {
+		p, ok := got[id]
+		if !ok || len(p.Homeworks) > maxGuessHomeworks {
+			delete(g.byProblem, id)
+			continue
+		}
+		if _, ok := g.byProblem[id]; !ok && len(g.byProblem) >= maxGuessProblems {
+			for k := range g.byProblem {
+				delete(g.byProblem, k)
+				break
+			}
+		}
+		g.byProblem[id] = slices.Clone(p.Homeworks)
+	}
+}
+
 // entry records the write of e unless the stored value already equals it.
 func (out *Outcome) entry(doc *HomeworkDoc, user, pk string, e materialize.Entry) {
 	if doc == nil {
@@ -624,9 +751,11 @@ func sortedIDs[V any](m map[bson.ObjectID]V) []bson.ObjectID {
 	for id := range m {
 		out = append(out, id)
 	}
-	slices.SortFunc(out, func(a, b bson.ObjectID) int { return bytes.Compare(a[:], b[:]) })
+	slices.SortFunc(out, cmpID)
 	return out
 }
+
+func cmpID(a, b bson.ObjectID) int { return bytes.Compare(a[:], b[:]) }
 
 func uniqueIDs(ids []bson.ObjectID) []bson.ObjectID {
 	m := make(map[bson.ObjectID]struct{}, len(ids))

@@ -49,6 +49,11 @@ func (m *movingStore) UserStats(ctx context.Context, users []string) (map[string
 	return m.Store.UserStats(ctx, users)
 }
 
+// Read goes through the parts above, as Source.Read is defined.
+func (m *movingStore) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error) {
+	return watch.ReadSeparately(ctx, m, r)
+}
+
 // TestInsertedSubmissionMovedBeforeTheReadsConvergesWithoutEchoes: a
 // submission inserted by a batch (neither looked up nor read by id) that
 // moves to another pair after the batch's last event but before the batch
@@ -58,9 +63,10 @@ func (m *movingStore) UserStats(ctx context.Context, users []string) (map[string
 // moves it on and deletes it; its events must resolve to that pair without
 // the echoes of the first batch's writes (every event the engine's own
 // writes emitted is dropped from the stream here): the move's event
-// carries the new user (updatedFields.user), and with the problem the key
-// index knows it names bob's pair. Before that, only the echo of the first
-// batch's write to bob's entry recomputed it (seen failing without it).
+// carries the new user (moved, from updatedFields.user), and with the
+// problem the key index knows it names bob's pair. Before that, only the
+// echo of the first batch's write to bob's entry recomputed it (seen
+// failing without it).
 func TestInsertedSubmissionMovedBeforeTheReadsConvergesWithoutEchoes(t *testing.T) {
 	f := newFixture(t)
 	must(f.st.Load(materialize.CollUser, mtest.Raw("_id", "bob", "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))

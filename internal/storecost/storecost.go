@@ -9,9 +9,10 @@
 // receive for each call, computed from the stored documents the way the
 // mongodb adapter's queries shape them (see the size functions below): the
 // projected documents of a find, the documents a pipeline returns, the
-// filter and update document of each write model. Command envelopes
-// (the command name, $db, lsid, $clusterTime, readConcern, ~150-250 B per
-// command) are not counted on either side.
+// filter and update document of each write model; a Read is the adapter's
+// one aggregate answering its parts, each document wrapped as {p, d}. Command
+// envelopes (the command name, $db, lsid, $clusterTime, readConcern,
+// ~150-250 B per command) are not counted on either side.
 package storecost
 
 import (
@@ -304,6 +305,16 @@ func (s *Store) UserStats(ctx context.Context, users []string) (map[string]mater
 	defer s.cpuSpan()()
 	t := time.Now()
 	out, bad, err := s.inner.UserStats(ctx, users)
+	c := s.userStatsCost(users, out)
+	c.rt = readRoundTrips(chunksOf(len(users)), c.docs, c.bytes)
+	c.inner = time.Since(t)
+	s.charge(c)
+	return out, bad, err
+}
+
+// userStatsCost is the transfer and examination of UserStats(users)
+// returning out (no round trips).
+func (s *Store) userStatsCost(users []string, out map[string]materialize.UserStats) call {
 	c := call{read: true}
 	for u, st := range out {
 		if st.Submission == 0 && len(st.ACProblemIDs) == 0 {
@@ -326,10 +337,7 @@ func (s *Store) UserStats(ctx context.Context, users []string) (map[string]mater
 			c.examBytes += int64(len(raw))
 		}
 	}
-	c.rt = readRoundTrips(chunksOf(len(users)), c.docs, c.bytes)
-	c.inner = time.Since(t)
-	s.charge(c)
-	return out, bad, err
+	return c
 }
 
 // SubmissionsByID implements watch.Source.
@@ -367,14 +375,18 @@ func (s *Store) Problems(ctx context.Context, ids []int64) (map[int64]*materiali
 	defer s.cpuSpan()()
 	t := time.Now()
 	out, bad, err := s.inner.Problems(ctx, ids)
+	c := s.problemsCost(foundProblems(out), chunksOf(len(ids)))
+	c.inner = time.Since(t)
+	s.charge(c)
+	return out, bad, err
+}
+
+func foundProblems(out map[int64]*materialize.Problem) []int64 {
 	found := make([]int64, 0, len(out))
 	for id := range out {
 		found = append(found, id)
 	}
-	c := s.problemsCost(found, chunksOf(len(ids)))
-	c.inner = time.Since(t)
-	s.charge(c)
-	return out, bad, err
+	return found
 }
 
 // ProblemsListing implements watch.Source (a find on the homeworks_1 index).
@@ -405,6 +417,16 @@ func (s *Store) Homeworks(ctx context.Context, ids []bson.ObjectID, users []stri
 	defer s.cpuSpan()()
 	t := time.Now()
 	out, bad, err := s.inner.Homeworks(ctx, ids, users)
+	c := s.homeworksCost(out, users)
+	c.rt = readRoundTrips(chunksOf(len(ids)), c.docs, c.bytes)
+	c.inner = time.Since(t)
+	s.charge(c)
+	return out, bad, err
+}
+
+// homeworksCost is the transfer and examination of a Homeworks read for
+// users returning out (no round trips).
+func (s *Store) homeworksCost(out map[bson.ObjectID]*watch.HomeworkDoc, users []string) call {
 	var uset map[string]bool
 	if users != nil {
 		uset = make(map[string]bool, len(users))
@@ -431,10 +453,7 @@ func (s *Store) Homeworks(ctx context.Context, ids []bson.ObjectID, users []stri
 		c.examDocs++
 		c.examBytes += int64(len(raw))
 	}
-	c.rt = readRoundTrips(chunksOf(len(ids)), c.docs, c.bytes)
-	c.inner = time.Since(t)
-	s.charge(c)
-	return out, bad, err
+	return c
 }
 
 // EntryKeys implements watch.Source (key names only).
@@ -507,6 +526,16 @@ func (s *Store) Users(ctx context.Context, names []string) (map[string]watch.Sto
 	defer s.cpuSpan()()
 	t := time.Now()
 	out, err := s.inner.Users(ctx, names)
+	c := s.usersCost(out)
+	c.rt = readRoundTrips(chunksOf(len(names)), c.docs, c.bytes)
+	c.inner = time.Since(t)
+	s.charge(c)
+	return out, err
+}
+
+// usersCost is the transfer and examination of a Users read returning
+// out (no round trips).
+func (s *Store) usersCost(out map[string]watch.StoredUser) call {
 	c := call{read: true}
 	for name := range out {
 		raw := s.inner.Get(materialize.CollUser, name)
@@ -515,10 +544,7 @@ func (s *Store) Users(ctx context.Context, names []string) (map[string]watch.Sto
 		c.examDocs++
 		c.examBytes += int64(len(raw))
 	}
-	c.rt = readRoundTrips(chunksOf(len(names)), c.docs, c.bytes)
-	c.inner = time.Since(t)
-	s.charge(c)
-	return out, err
+	return c
 }
 
 // UserWriteSize is the BSON size of the adapter's user write model:
@@ -828,7 +854,79 @@ func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
 func (st *stream) ResumeToken() bson.Raw           { return st.inner.ResumeToken() }
 func (st *stream) Close(ctx context.Context) error { return st.inner.Close(ctx) }
 
-// Read implements watch.Source.
+// Tags of the parts of the adapter's Read (mongodb/read.go): each
+// document of its one aggregate is a part's document wrapped as
+// {p: <tag>, d: <document>}.
+const (
+	partSubmissions = "s"
+	partUserStats   = "t"
+	partUsers       = "u"
+	partProblems    = "p"
+	partHomeworks   = "h"
+)
+
+// wrapBytes is what wrapping a document as {p: tag, d: <document>} adds
+// to its BSON size.
+func wrapBytes(tag string) int64 {
+	return size(bson.D{{Key: "p", Value: tag}, {Key: "d", Value: bson.D{}}}) - size(bson.D{})
+}
+
+// oneReplyRoundTrips is the round trips of a read whose cursor batch size
+// has no count limit (the adapter's Read: readBatchSize): the first reply
+// holds up to 16 MiB, each getMore 16 MiB more.
+func oneReplyRoundTrips(bytes int64) int64 {
+	return max(1, (bytes+getMoreSize-1)/getMoreSize)
+}
+
+// Read implements watch.Source as the adapter answers it (mongodb.DB.Read):
+// one aggregate returning every part's documents, each as the part's own
+// read shapes it, wrapped as {p, d}, in one reply (its batch size has no
+// count limit: a getMore only past 16 MiB); the server examines what each
+// part's read would. A part of more than one query's terms (500) is
+// answered one call per part instead (watch.ReadSeparately), each charged
+// as its method; a Read of no part costs nothing.
 func (s *Store) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, error) {
-	return watch.ReadSeparately(ctx, s, r)
+	pairs := make(map[materialize.Pair]bool, len(r.Pairs))
+	for _, p := range r.Pairs {
+		pairs[p] = true
+	}
+	if len(pairs) > queryTerms || len(r.Users) > queryTerms || len(r.Problems) > queryTerms || len(r.Homeworks) > queryTerms {
+		return watch.ReadSeparately(ctx, s, r)
+	}
+	if len(r.Pairs) == 0 && len(r.Users) == 0 && len(r.Problems) == 0 && len(r.Homeworks) == 0 {
+		return &watch.ReadResult{}, nil
+	}
+	defer s.cpuSpan()()
+	t := time.Now()
+	res, err := s.inner.Read(ctx, r)
+	if res == nil {
+		res = &watch.ReadResult{}
+	}
+	c := call{read: true}
+	add := func(part string, pc call) {
+		c.docs += pc.docs
+		c.bytes += pc.bytes + pc.docs*wrapBytes(part)
+		c.examDocs += pc.examDocs
+		c.examBytes += pc.examBytes
+	}
+	if len(r.Pairs) > 0 {
+		add(partSubmissions, s.submissionsCost(res.Submissions, 1))
+	}
+	if len(r.Users) > 0 {
+		add(partUserStats, s.userStatsCost(r.Users, res.Stats))
+		add(partUsers, s.usersCost(res.Users))
+	}
+	if len(r.Problems) > 0 {
+		add(partProblems, s.problemsCost(foundProblems(res.Problems), 1))
+	}
+	if len(r.Homeworks) > 0 {
+		add(partHomeworks, s.homeworksCost(res.Homeworks, r.HomeworkUsers))
+	}
+	c.rt = oneReplyRoundTrips(c.bytes)
+	c.inner = time.Since(t)
+	s.charge(c)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }

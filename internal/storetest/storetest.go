@@ -11,9 +11,13 @@ package storetest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -46,6 +50,7 @@ func Run(t *testing.T, open Open) {
 	}{
 		{"SourceReads", testSourceReads},
 		{"HomeworksRestricted", testHomeworksRestricted},
+		{"ReadIsReadSeparately", testReadIsReadSeparately},
 		{"ApplyWritesDerivedFields", testApplyWrites},
 		{"ApplyNeverUpserts", testApplyNeverUpserts},
 		{"KeyIndex", testKeyIndex},
@@ -752,4 +757,120 @@ func testLease(t *testing.T, open Open) {
 	check("Acquire(c) after b's lease expired", l, ok, true, err, "c", 3)
 	l, ok, err = st.Renew(ctx, "b", 2, time.Hour)
 	check("Renew(b, 2) after c took over", l, ok, false, err, "c", 3)
+}
+
+// randomDocs is a random database holding, besides fixture's documents,
+// submissions, users, problems and homeworks of the shapes the decoders
+// tell apart: undecodable fields, a symbol, array or missing user, a
+// string _id, whole doubles, usernames with '.' and '$', user values in
+// studentStatus that are not documents.
+func randomDocs(r *rand.Rand) materialize.Docs {
+	docs := fixture()
+	names := []string{"alice", "bob", "carol", "a.b", "$c"}
+	pick := func(vals ...any) any { return vals[r.IntN(len(vals))] }
+	for i := range 30 + r.IntN(30) {
+		u := names[r.IntN(len(names))]
+		var id any = bson.ObjectID{0x66, byte(i), byte(r.IntN(256))}
+		if r.IntN(25) == 0 {
+			id = fmt.Sprintf("s%d", i)
+		}
+		kv := []any{"_id", id, "user", pick(u, u, u, u, u, u, bson.Symbol(u), bson.A{u}, int32(1)),
+			"problem", pick(int32(1), int32(2), int64(3), int32(4), float64(2), "2"),
+			"languageType", pick(int32(0), int32(1), int64(2)),
+			"timestamp", pick(at(1+r.IntN(9)), at(1+r.IntN(9)), at(1+r.IntN(9)), "soon"),
+			"status", pick(int32(0), int32(1), int32(-1), int32(-2), int64(0), nil, float64(0)),
+			"score", pick(int32(100), int32(100), int32(0), int32(60), int64(100), nil, float64(100), "100")}
+		docs.Submissions = append(docs.Submissions, raw(kv...))
+	}
+	docs.Users = append(docs.Users,
+		raw("_id", "a.b", "submission", pick(int32(2), "two"), "AC_submission", int32(1), "AC_problem_ids", bson.A{int32(2)}),
+		raw("_id", "$c", "AC_problem_ids", pick(bson.A{}, "none")))
+	docs.Problems = append(docs.Problems, raw("_id", int64(5), "homeworks", bson.A{hw1, "x"}))
+	ss := bson.D{}
+	for _, u := range names {
+		switch r.IntN(3) {
+		case 0:
+			ss = append(ss, bson.E{Key: u, Value: "not a document"})
+		case 1:
+			ss = append(ss, bson.E{Key: u, Value: bson.D{{Key: "1", Value: entry(r.IntN(101))}, {Key: "2", Value: entry(0)}}})
+		}
+	}
+	docs.Homeworks = append(docs.Homeworks, raw("_id", bson.ObjectID{0x65, 0xe0, 4}, "duration",
+		bson.D{{Key: "start", Value: at(1)}, {Key: "end", Value: at(5)}}, "penalty", "score = score", "studentStatus", ss))
+	return docs
+}
+
+// randomReads is a random Reads over the names randomDocs uses.
+func randomReads(r *rand.Rand) *watch.Reads {
+	some := func(n int, f func(i int)) {
+		for i := range n {
+			if r.IntN(2) == 0 {
+				f(i)
+			}
+		}
+	}
+	names := []string{"alice", "bob", "carol", "a.b", "$c", "nobody"}
+	rd := &watch.Reads{}
+	some(len(names), func(i int) { rd.Users = append(rd.Users, names[i]) })
+	some(len(names), func(i int) { rd.HomeworkUsers = append(rd.HomeworkUsers, names[i]) })
+	if r.IntN(6) == 0 {
+		rd.HomeworkUsers = nil
+	}
+	some(8, func(int) {
+		rd.Pairs = append(rd.Pairs, materialize.Pair{User: names[r.IntN(len(names))], Problem: int64(1 + r.IntN(4))})
+	})
+	some(7, func(i int) { rd.Problems = append(rd.Problems, int64(i)) })
+	some(5, func(i int) {
+		rd.Homeworks = append(rd.Homeworks, []bson.ObjectID{hw1, hw2, hw3, hw9, {0x65, 0xe0, 4}}[i])
+	})
+	return rd
+}
+
+// sortedResult is r with its lists in one order: submissions by _id,
+// undecodable documents by collection, _id, field, reason (a store may
+// return a part's documents in any order).
+func sortedResult(r *watch.ReadResult) *watch.ReadResult {
+	out := *r
+	if r.Submissions != nil {
+		out.Submissions = byID(r.Submissions)
+	}
+	bad := func(b []*materialize.DecodeError) []*materialize.DecodeError {
+		if b == nil {
+			return nil
+		}
+		return slices.SortedFunc(slices.Values(b), func(x, y *materialize.DecodeError) int {
+			return cmp.Or(cmp.Compare(x.Collection, y.Collection), cmp.Compare(x.ID, y.ID), cmp.Compare(x.Field, y.Field), cmp.Compare(x.Reason, y.Reason))
+		})
+	}
+	out.SubmissionsBad, out.StatsBad, out.ProblemsBad, out.HomeworksBad = bad(r.SubmissionsBad), bad(r.StatsBad), bad(r.ProblemsBad), bad(r.HomeworksBad)
+	return &out
+}
+
+// testReadIsReadSeparately: Read returns exactly what ReadSeparately, its
+// definition, returns from the same store, over random Reads of random
+// databases: the same decoded values and the same undecodable documents
+// in each part, nil for a part not asked for.
+func testReadIsReadSeparately(t *testing.T, open Open) {
+	for seed := range 3 {
+		r := rand.New(rand.NewPCG(uint64(seed), 23))
+		st, _ := open(t, randomDocs(r))
+		ctx := ctxOf(t)
+		for i := range 25 {
+			rd := randomReads(r)
+			if i == 0 {
+				rd = &watch.Reads{}
+			}
+			got, err := st.Read(ctx, rd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := watch.ReadSeparately(ctx, st, rd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := sortedResult(got), sortedResult(want); !reflect.DeepEqual(g, w) {
+				t.Errorf("seed %d, read %d %+v:\nRead           %+v\nReadSeparately %+v", seed, i, rd, g, w)
+			}
+		}
+	}
 }

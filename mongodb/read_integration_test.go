@@ -1,0 +1,128 @@
+package mongodb
+
+import (
+	"cmp"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// monitoredDB is a DB on testDB's database through a monitored client:
+// sent returns the names of the commands sent since its last call.
+func monitoredDB(t *testing.T) (*DB, func() []string) {
+	t.Helper()
+	base := testDB(t)
+	client, log := monitoredClient(t)
+	seen := 0
+	return newDB(client, base.cfg), func() []string {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		var names []string
+		for _, c := range log.cmds[seen:] {
+			if e, err := c.IndexErr(0); err == nil {
+				names = append(names, e.Key())
+			}
+		}
+		seen = len(log.cmds)
+		return names
+	}
+}
+
+// readsOf names every part of docs: the pairs, users and problems of its
+// submissions, its problems and homeworks, the homeworks restricted to
+// the users.
+func readsOf(docs materialize.Docs) *watch.Reads {
+	r := &watch.Reads{}
+	seenU := map[string]bool{}
+	seenP := map[materialize.Pair]bool{}
+	for _, raw := range docs.Submissions {
+		s, err := materialize.DecodeSubmission(raw)
+		if err != nil {
+			continue
+		}
+		if p := (materialize.Pair{User: s.User, Problem: s.Problem}); !seenP[p] && len(r.Pairs) < queryTerms {
+			seenP[p] = true
+			r.Pairs = append(r.Pairs, p)
+		}
+		if !seenU[s.User] && len(r.Users) < queryTerms {
+			seenU[s.User] = true
+			r.Users = append(r.Users, s.User)
+		}
+	}
+	for _, raw := range docs.Problems {
+		if id, ok := raw.Lookup("_id").AsInt64OK(); ok && len(r.Problems) < queryTerms {
+			r.Problems = append(r.Problems, id)
+		}
+	}
+	for _, raw := range docs.Homeworks {
+		if id, ok := raw.Lookup("_id").ObjectIDOK(); ok && len(r.Homeworks) < queryTerms {
+			r.Homeworks = append(r.Homeworks, id)
+		}
+	}
+	r.Users = append(r.Users, "nobody", "$odd.name")
+	r.HomeworkUsers = r.Users
+	return r
+}
+
+// sortedRead is r with its lists in one order (a part's documents come in
+// any order).
+func sortedRead(r *watch.ReadResult) *watch.ReadResult {
+	out := *r
+	if r.Submissions != nil {
+		out.Submissions = slices.SortedFunc(slices.Values(r.Submissions), func(a, b materialize.Submission) int { return strings.Compare(a.ID.Hex(), b.ID.Hex()) })
+	}
+	bad := func(b []*materialize.DecodeError) []*materialize.DecodeError {
+		if b == nil {
+			return nil
+		}
+		return slices.SortedFunc(slices.Values(b), func(x, y *materialize.DecodeError) int {
+			return cmp.Or(cmp.Compare(x.Collection, y.Collection), cmp.Compare(x.ID, y.ID), cmp.Compare(x.Field, y.Field), cmp.Compare(x.Reason, y.Reason))
+		})
+	}
+	out.SubmissionsBad, out.StatsBad, out.ProblemsBad, out.HomeworksBad = bad(r.SubmissionsBad), bad(r.StatsBad), bad(r.ProblemsBad), bad(r.HomeworksBad)
+	return &out
+}
+
+// TestIntegrationReadOneRoundTrip: on a real server, Read of every part
+// of each vector's database is one aggregate ($unionWith, $replaceWith;
+// one more find only for submissions UserStats leaves to the Go decoder)
+// and returns what ReadSeparately returns, causally after a cluster time
+// as under a batch.
+func TestIntegrationReadOneRoundTrip(t *testing.T) {
+	db, sent := monitoredDB(t)
+	ctx := testCtx(t)
+	if err := db.EnsureIndexes(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	at, err := db.ClusterTime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx = watch.WithReadAfter(ctx, at)
+	for _, v := range readVectors(t) {
+		t.Run(v.Name, func(t *testing.T) {
+			load(t, db, v.DB)
+			r := readsOf(v.DB)
+			sent()
+			got, err := db.Read(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmds := sent()
+			if len(cmds) == 0 || cmds[0] != "aggregate" || len(cmds) > 2 || len(cmds) == 2 && cmds[1] != "find" {
+				t.Errorf("Read sent %v, want one aggregate (and a find by _id at most)", cmds)
+			}
+			want, err := watch.ReadSeparately(ctx, db, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := sortedRead(got), sortedRead(want); !reflect.DeepEqual(g, w) {
+				t.Errorf("Read =\n%s\nReadSeparately =\n%s", dump(g), dump(w))
+			}
+		})
+	}
+}
