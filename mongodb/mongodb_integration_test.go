@@ -670,6 +670,13 @@ func TestIntegrationChangeStream(t *testing.T) {
 	if ev.Change.SubmissionID != sid || !ev.Change.HasPair || ev.Change.Pair != (materialize.Pair{User: "u1", Problem: 7}) {
 		t.Errorf("insert: %+v", ev.Change)
 	}
+	// A move: the event carries the new user (updatedFields.user), not
+	// the problem it kept.
+	must(subs.UpdateOne(ctx, mtest.D("_id", sid), mtest.D("$set", mtest.D("user", "u3"))))
+	ev = mustEvent(t, st, materialize.CollSubmission, materialize.OpUpdate)
+	if ev.Change.Move != (materialize.Move{User: "u3", HasUser: true}) || !slices.Equal(ev.Change.Fields, []string{"user"}) {
+		t.Errorf("move: %+v, want fields [user] and a move to user u3", ev.Change)
+	}
 	must(subs.UpdateOne(ctx, mtest.D("_id", sid), mtest.D("$set", mtest.D("status", 0, "score", 100, "lastSend", now))))
 	ev = mustEvent(t, st, materialize.CollSubmission, materialize.OpUpdate)
 	if f := slices.Sorted(slices.Values(ev.Change.Fields)); !slices.Equal(f, []string{"lastSend", "score", "status"}) || ev.Change.HasPair {

@@ -35,8 +35,9 @@ func update(updated bson.D, removed bson.A, truncated bson.A) bson.E {
 // replaces and updates, including updates of the derived fields by
 // someone else; drops, renames, dropDatabase and invalidate of any
 // collection) and what the projection keeps (no document body, no
-// updateDescription: only what watch.DecodeEvent reads, and the names of
-// the changed fields).
+// updateDescription, of which only the new user and problem an update of a
+// submission set, as moved: only what watch.DecodeEvent reads, and the
+// names of the changed fields).
 func TestPipelineKeepsAndProjects(t *testing.T) {
 	sub := bson.NewObjectID()
 	hw := bson.NewObjectID()
@@ -63,6 +64,20 @@ func TestPipelineKeepsAndProjects(t *testing.T) {
 			update(bson.D{{Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}}, bson.A{"tasks.0.cases"},
 				bson.A{bson.D{{Key: "field", Value: "tasks"}, {Key: "newSize", Value: int32(1)}}})), true, nil,
 			[]string{"status", "score", "tasks.0.cases", "tasks"}},
+		{"submission moved by an update", changeEvent("update", "submission", key(sub),
+			update(bson.D{{Key: "user", Value: "bob"}, {Key: "status", Value: int32(0)}}, bson.A{}, bson.A{})), true,
+			func(t *testing.T, p bson.D, c materialize.Change) {
+				if c.Move != (materialize.Move{User: "bob", HasUser: true}) {
+					t.Errorf("decoded move %+v, want to user bob (the problem unchanged)", c.Move)
+				}
+			}, []string{"user", "status"}},
+		{"submission moved to another problem, user removed", changeEvent("update", "submission", key(sub),
+			update(bson.D{{Key: "problem", Value: int64(8)}}, bson.A{"user"}, bson.A{})), true,
+			func(t *testing.T, p bson.D, c materialize.Change) {
+				if c.Move != (materialize.Move{}) {
+					t.Errorf("decoded move %+v, want none (no user: in no pair)", c.Move)
+				}
+			}, []string{"problem", "user"}},
 		{"user update of a derived field", changeEvent("update", "user", key("alice"),
 			update(bson.D{{Key: "AC_problem_ids", Value: bson.A{int32(1)}}}, bson.A{}, bson.A{})), true,
 			func(t *testing.T, p bson.D, c materialize.Change) {
@@ -107,7 +122,7 @@ func TestPipelineKeepsAndProjects(t *testing.T) {
 		{"invalidate", bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: "82"}}}, {Key: "operationType", Value: "invalidate"},
 			{Key: "clusterTime", Value: bson.Timestamp{T: 1, I: 1}}}, true, nil, nil},
 	}
-	allowed := []string{"_id", "operationType", "ns", "to", "documentKey", "clusterTime", "fullDocument", "changedFields", "derivedValues"}
+	allowed := []string{"_id", "operationType", "ns", "to", "documentKey", "clusterTime", "fullDocument", "changedFields", "derivedValues", "moved"}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out := runPipeline([]bson.D{norm(c.event).(bson.D)}, norm(watch.Pipeline()).(bson.A))
@@ -122,6 +137,22 @@ func TestPipelineKeepsAndProjects(t *testing.T) {
 				if !slices.Contains(allowed, e.Key) {
 					t.Errorf("projection keeps %q: %v", e.Key, p)
 				}
+			}
+			if m := lookupD(p, "moved"); m != missing {
+				// Of an update's values, only a submission's new user and
+				// problem, and only when it set one (a homework's entries
+				// never ride along).
+				d, _ := m.(bson.D)
+				if len(d) == 0 {
+					t.Errorf("moved projected empty: %v", p)
+				}
+				for _, e := range d {
+					if e.Key != "user" && e.Key != "problem" {
+						t.Errorf("moved keeps %q: %v", e.Key, m)
+					}
+				}
+			} else if c.name == "submission moved by an update" {
+				t.Errorf("no moved: %v", p)
 			}
 			if lookupD(p, "_id") == missing {
 				t.Error("projection dropped the resume token _id")

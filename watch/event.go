@@ -83,14 +83,17 @@ var Watched = []string{materialize.CollSubmission, materialize.CollHomework, mat
 // to the derived fields by anyone else is corrected; and the events that
 // invalidate the stream) and projects them server-side to what key
 // extraction reads: operationType, ns, documentKey, clusterTime, a
-// submission's user and problem, the *names* of changed fields, and, for
-// updates of users and homeworks, the new values of the derived paths
-// only (derivedValues: the echo test, see echoes). No event carries a
-// whole homework, so a homework near 16 MB cannot break the stream.
+// submission's user and problem (an insert's or replace's fullDocument;
+// moved: the new values an update set, of updatedFields.user and
+// .problem), the *names* of changed fields, and, for updates of users and
+// homeworks, the new values of the derived paths only (derivedValues: the
+// echo test, see echoes). No event carries a whole homework, so a
+// homework near 16 MB cannot break the stream.
 //
 // Every operator is of MongoDB 3.4 or earlier ($filter 3.2; $split,
-// $objectToArray (3.4.4), $in 3.4), and a change stream's pipeline may
-// hold $project with any expression (as changedFields already does).
+// $objectToArray (3.4.4), $in 3.4, $type 3.4), and a change stream's
+// pipeline may hold $project with any expression (as changedFields
+// already does).
 func Pipeline() bson.A {
 	changed := bson.M{"$cond": bson.A{
 		bson.M{"$eq": bson.A{"$operationType", "update"}},
@@ -119,6 +122,17 @@ func Pipeline() bson.A {
 		}},
 		"$$REMOVE",
 	}}
+	// An update that set a submission's user and/or problem: the new
+	// values (materialize.Move), present only then, so no other event
+	// grows.
+	unset := func(f string) bson.M {
+		return bson.M{"$eq": bson.A{bson.M{"$type": "$updateDescription.updatedFields." + f}, "missing"}}
+	}
+	moved := bson.M{"$cond": bson.A{
+		bson.M{"$and": bson.A{unset("user"), unset("problem")}},
+		"$$REMOVE",
+		bson.M{"user": "$updateDescription.updatedFields.user", "problem": "$updateDescription.updatedFields.problem"},
+	}}
 	return bson.A{
 		bson.M{"$match": bson.M{"$or": bson.A{
 			bson.M{"ns.coll": bson.M{"$in": bson.A{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem}}},
@@ -133,6 +147,7 @@ func Pipeline() bson.A {
 			"clusterTime":          1,
 			"fullDocument.user":    1,
 			"fullDocument.problem": 1,
+			"moved":                moved,
 			"changedFields":        changed,
 			"derivedValues":        derived,
 		}},
@@ -292,6 +307,9 @@ func DecodeEvent(raw bson.Raw) (Event, error) {
 				return ev, fmt.Errorf("change event %s on %s: %w", op, coll, err)
 			}
 		}
+		if coll == materialize.CollSubmission {
+			c.Move = decodeMove(raw, c.Fields)
+		}
 	}
 	return ev, nil
 }
@@ -338,4 +356,37 @@ func decodeValues(raw bson.Raw) ([]PathValue, error) {
 		out = append(out, PathValue{Path: k, Value: val})
 	}
 	return out, nil
+}
+
+// decodeMove reads where an update of a submission that changed the
+// paths fields moved it: the new values of user and problem the pipeline
+// projected as moved (from updatedFields). A user or problem removed,
+// changed below its top level, or set to a value DecodeSubmission refuses
+// leaves a document that is in no pair: the zero Move, as for an update
+// setting neither.
+func decodeMove(raw bson.Raw, fields []string) materialize.Move {
+	var m materialize.Move
+	for _, f := range fields {
+		switch {
+		case f == "user":
+			v, err := raw.LookupErr("moved", "user")
+			if err != nil {
+				return materialize.Move{} // removed
+			}
+			if m.User, m.HasUser = v.StringValueOK(); !m.HasUser {
+				return materialize.Move{}
+			}
+		case f == "problem":
+			v, err := raw.LookupErr("moved", "problem")
+			if err != nil {
+				return materialize.Move{}
+			}
+			if m.Problem, m.HasProblem = materialize.IntValue(v); !m.HasProblem {
+				return materialize.Move{}
+			}
+		case strings.HasPrefix(f, "user.") || strings.HasPrefix(f, "problem."):
+			return materialize.Move{}
+		}
+	}
+	return m
 }

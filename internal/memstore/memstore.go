@@ -40,6 +40,7 @@ type Store struct {
 	subs  *subIndex                      // the submissions by user and by pair; nil until a read needs it
 
 	oplog   []bson.Raw // change events; event i has cluster time i+1
+	own     []bool     // own[i]: event i was emitted by Apply (an echo of a derived write)
 	horizon int        // events before this index were truncated (history lost)
 
 	keys  map[bson.ObjectID][]materialize.Pair
@@ -57,7 +58,12 @@ type Store struct {
 	// MongoDB's $$NOW does); time.Now when nil. Simulations share a fake
 	// one with their instances or skew it from theirs.
 	Clock func() time.Time
-	stats Stats
+	// DropOwnEvents, read when a stream opens, makes that stream skip
+	// every event Apply emitted (the echoes of the engine's own derived
+	// writes), as the most aggressive echo skipping would: a test of
+	// convergence that must not depend on them.
+	DropOwnEvents bool
+	stats         Stats
 }
 
 func (s *Store) clock() time.Time {
@@ -78,6 +84,7 @@ type Stats struct {
 	Saves        int
 	FencedSaves  int
 	EventsServed int
+	OwnDropped   int // events Apply emitted that a DropOwnEvents stream skipped
 }
 
 // New returns an empty store.
@@ -183,7 +190,7 @@ func (s *Store) Update(coll string, doc bson.Raw, fields []string) error {
 		return fmt.Errorf("update %s %s: no such document", coll, id)
 	}
 	s.put(coll, k, doc)
-	s.emit("update", coll, id, nil, fields)
+	s.emit("update", coll, id, doc, fields)
 	return nil
 }
 
@@ -285,8 +292,15 @@ func (s *Store) putOwned(coll, k string, doc bson.Raw) {
 	}
 }
 
-// emit appends a change event shaped like watch.Pipeline's output.
-func (s *Store) emit(op, coll string, id bson.RawValue, full bson.Raw, fields []string) {
+// emit appends a change event shaped like watch.Pipeline's output: an
+// insert's or replace's fullDocument reduced to user and problem, an
+// update's changedFields and moved, the new values of user and problem
+// when fields names them (doc is then the updated document).
+func (s *Store) emit(op, coll string, id bson.RawValue, doc bson.Raw, fields []string) {
+	s.emitOwn(op, coll, id, doc, fields, false)
+}
+
+func (s *Store) emitOwn(op, coll string, id bson.RawValue, doc bson.Raw, fields []string, own bool) {
 	seq := len(s.oplog) + 1
 	ev := bson.D{
 		{Key: "_id", Value: token(seq)},
@@ -295,10 +309,10 @@ func (s *Store) emit(op, coll string, id bson.RawValue, full bson.Raw, fields []
 		{Key: "ns", Value: bson.D{{Key: "db", Value: "normal-oj"}, {Key: "coll", Value: coll}}},
 		{Key: "documentKey", Value: bson.D{{Key: "_id", Value: id}}},
 	}
-	if full != nil {
+	if doc != nil && op != "update" {
 		fd := bson.D{}
 		for _, f := range []string{"user", "problem"} {
-			if v, err := full.LookupErr(f); err == nil {
+			if v, err := doc.LookupErr(f); err == nil {
 				fd = append(fd, bson.E{Key: f, Value: v})
 			}
 		}
@@ -307,6 +321,18 @@ func (s *Store) emit(op, coll string, id bson.RawValue, full bson.Raw, fields []
 	if op == "update" {
 		if fields == nil {
 			fields = []string{}
+		}
+		uf := bson.D{}
+		for _, f := range []string{"user", "problem"} {
+			if !slices.Contains(fields, f) || doc == nil {
+				continue
+			}
+			if v, err := doc.LookupErr(f); err == nil { // absent: removed ($unset)
+				uf = append(uf, bson.E{Key: f, Value: v})
+			}
+		}
+		if len(uf) > 0 {
+			ev = append(ev, bson.E{Key: "moved", Value: uf})
 		}
 		ev = append(ev, bson.E{Key: "changedFields", Value: fields})
 		if coll == materialize.CollUser || coll == materialize.CollHomework {
@@ -318,6 +344,7 @@ func (s *Store) emit(op, coll string, id bson.RawValue, full bson.Raw, fields []
 		panic(fmt.Sprintf("memstore: marshal event: %v", err)) // values above always encode
 	}
 	s.oplog = append(s.oplog, raw)
+	s.own = append(s.own, own)
 }
 
 // derivedValues is watch.Pipeline's derivedValues of an update of the
@@ -380,6 +407,7 @@ func (s *Store) EmitRaw(ev bson.D) {
 		panic(fmt.Sprintf("memstore: marshal event: %v", err))
 	}
 	s.oplog = append(s.oplog, raw)
+	s.own = append(s.own, false)
 }
 
 // TruncateOplog drops every event but the latest, as when the oplog rolls
@@ -461,7 +489,7 @@ func (s *Store) Open(ctx context.Context, at watch.Position) (watch.Stream, erro
 	if next < s.horizon {
 		return nil, watch.WithClass(watch.HistoryLost, fmt.Errorf("resume at event %d, oplog starts at %d: %w", next, s.horizon, watch.ErrHistoryLost))
 	}
-	return &stream{s: s, next: next}, nil
+	return &stream{s: s, next: next, dropOwn: s.DropOwnEvents}, nil
 }
 
 // streamFault marks an injected stream failure transient (a network
@@ -474,8 +502,9 @@ func streamFault(err error) error {
 }
 
 type stream struct {
-	s    *Store
-	next int
+	s       *Store
+	next    int
+	dropOwn bool // skip the events Apply emitted (Store.DropOwnEvents)
 }
 
 func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
@@ -487,6 +516,10 @@ func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
 	}
 	if err := s.fail("stream.next"); err != nil {
 		return watch.Event{}, false, streamFault(err)
+	}
+	for st.dropOwn && st.next < len(s.oplog) && s.own[st.next] {
+		st.next++
+		s.stats.OwnDropped++
 	}
 	if st.next >= len(s.oplog) {
 		return watch.Event{}, false, nil

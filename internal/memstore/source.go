@@ -359,8 +359,8 @@ func (s *Store) apply(w *watch.Writes) error {
 		s.putOwned(materialize.CollUser, k, patched)
 		s.stats.UserWrites++
 		id, _ := idOf(patched)
-		s.emit("update", materialize.CollUser, id, nil,
-			[]string{materialize.FieldSubmission, materialize.FieldACSubmission, materialize.FieldACProblemIDs})
+		s.emitOwn("update", materialize.CollUser, id, nil,
+			[]string{materialize.FieldSubmission, materialize.FieldACSubmission, materialize.FieldACProblemIDs}, true)
 	}
 	// Entries are applied in order, one failure-injection step each, but a
 	// homework document is re-encoded once per call however many of its
@@ -453,7 +453,7 @@ func (s *Store) applyEntries(k string, raw bson.Raw, exists bool, want map[strin
 	s.putOwned(materialize.CollHomework, k, patched)
 	for _, f := range changedFields {
 		s.stats.EntryWrites++
-		s.emit("update", materialize.CollHomework, id, nil, []string{f})
+		s.emitOwn("update", materialize.CollHomework, id, nil, []string{f}, true)
 	}
 	return nil
 }
