@@ -48,14 +48,20 @@ type Change struct {
 	Fields []string
 
 	// Move is where an update of a submission that set its user and/or
-	// problem moved it (the projected updatedFields): the zero Move when
-	// the update set neither, or left a value no submission decodes with.
+	// problem moved it (the projected updatedFields), each half that
+	// decodes: the zero Move when the update set neither, or only values
+	// no submission decodes with. Of an insert or replace whose
+	// fullDocument has one half that decodes and one that does not (no
+	// Pair), it is that half: a later update setting the other half
+	// enters a pair with it.
 	Move Move
 }
 
-// Move is what an update event tells of a submission's new pair: the new
-// user, the new problem, or both. The half it does not set is the one the
-// submission had before the update, which the event does not carry.
+// Move is what an event tells of the halves of a submission's new pair:
+// the new user, the new problem, or both. The half it does not set is the
+// one the submission had before the event, which the event does not carry
+// (or, if the other half became undecodable, the submission is in no
+// pair: pairing the half with those known is then a harmless superset).
 type Move struct {
 	User       string
 	Problem    int64
@@ -87,8 +93,8 @@ type Keys struct {
 	// carried (inserts, replaces, updates setting both user and problem;
 	// none for other updates and deletes).
 	Submissions map[bson.ObjectID][]Pair
-	// Moves maps a submission to the updates of the batch that set only
-	// one half of its pair (Move.HasUser or Move.HasProblem): its new
+	// Moves maps a submission to the events of the batch that carried
+	// only one half of its pair (Move.HasUser or Move.HasProblem): its new
 	// pair is that half with the other half of a pair it had before.
 	Moves         map[bson.ObjectID][]Move
 	Homeworks     map[bson.ObjectID]struct{}
@@ -241,7 +247,6 @@ func Extract(c Change) *Keys {
 			k.AddPair(c.Pair)
 		}
 		switch m := c.Move; {
-		case c.Op != OpUpdate:
 		case m.HasUser && m.HasProblem:
 			// Both halves set: the new pair, as an insert carries it.
 			p := Pair{User: m.User, Problem: m.Problem}

@@ -74,8 +74,8 @@ func TestPipelineKeepsAndProjects(t *testing.T) {
 		{"submission moved to another problem, user removed", changeEvent("update", "submission", key(sub),
 			update(bson.D{{Key: "problem", Value: int64(8)}}, bson.A{"user"}, bson.A{})), true,
 			func(t *testing.T, p bson.D, c materialize.Change) {
-				if c.Move != (materialize.Move{}) {
-					t.Errorf("decoded move %+v, want none (no user: in no pair)", c.Move)
+				if c.Move != (materialize.Move{Problem: 8, HasProblem: true}) {
+					t.Errorf("decoded move %+v, want to problem 8 only (no user: in no pair, but the problem is what a later user pairs with)", c.Move)
 				}
 			}, []string{"problem", "user"}},
 		{"user update of a derived field", changeEvent("update", "user", key("alice"),

@@ -1,0 +1,135 @@
+package watch_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/normal-oj/noj-materializer/materialize"
+	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// TestMoveFromAMalformedStateConvergesWithoutEchoes: a submission passes
+// through a state with one half of its pair undecodable (an insert or
+// replace whose user is a number; an update that sets the user to a
+// number, removes it or sets a path below it, together with a new
+// problem), so only the event of that state carries its problem. It is
+// then moved to bob (the pair it enters is bob's pair of that problem)
+// and on to problem 8. A batch that recomputes bob's pair of 7 for
+// another submission reads between the move to bob and the move to 8
+// (its reads are causally after its own events, so they may see later
+// writes), and counts it there. The events of the submission, processed
+// in one later batch whose reads see it in bob's pair of 8, must resolve
+// to bob's pair of 7 without the echo of the first batch's write (every
+// event of the engine's own writes is dropped): only the event of the
+// malformed state names problem 7, so its decodable half must be paired
+// with the halves known (seen failing while such an event's problem was
+// dropped: bob's pair of 7 kept the submission).
+func TestMoveFromAMalformedStateConvergesWithoutEchoes(t *testing.T) {
+	type sub = func(user any, problem int32) bson.Raw
+	cases := []struct {
+		name string
+		// before runs before the checkpoint (its events are processed
+		// first); malformed and toBob run at the first batch's reads.
+		before    func(f *fixture, doc sub)
+		malformed func(f *fixture, s bson.ObjectID, doc sub)
+	}{
+		{"inserted with a numeric user", nil, func(f *fixture, s bson.ObjectID, doc sub) {
+			must(f.st.Insert(materialize.CollSubmission, doc(int32(5), 7)))
+		}},
+		{"replaced with a numeric user", func(f *fixture, doc sub) {
+			must(f.st.Insert(materialize.CollSubmission, doc(fxUser, 8)))
+		}, func(f *fixture, s bson.ObjectID, doc sub) {
+			must(f.st.Replace(materialize.CollSubmission, doc(int32(5), 7)))
+		}},
+		{"updated to a numeric user and problem 7", func(f *fixture, doc sub) {
+			must(f.st.Insert(materialize.CollSubmission, doc(fxUser, 8)))
+		}, func(f *fixture, s bson.ObjectID, doc sub) {
+			must(f.st.Update(materialize.CollSubmission, doc(int32(5), 7), []string{"user", "problem"}))
+		}},
+		{"user removed, problem set to 7", func(f *fixture, doc sub) {
+			must(f.st.Insert(materialize.CollSubmission, doc(fxUser, 8)))
+		}, func(f *fixture, s bson.ObjectID, doc sub) {
+			must(f.st.Update(materialize.CollSubmission, doc(nil, 7), []string{"user", "problem"}))
+		}},
+		{"a path below the user set, problem set to 7", func(f *fixture, doc sub) {
+			must(f.st.Insert(materialize.CollSubmission, doc(mtest.D("x", int32(1)), 8)))
+		}, func(f *fixture, s bson.ObjectID, doc sub) {
+			must(f.st.Update(materialize.CollSubmission, doc(mtest.D("x", int32(2)), 7), []string{"user.x", "problem"}))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			must(f.st.Load(materialize.CollUser, mtest.Raw("_id", "bob", "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+			must(f.st.Load(materialize.CollProblem, mtest.Raw("_id", int32(8), "homeworks", bson.A{f.hw})))
+			hw := f.st.Get(materialize.CollHomework, f.hw)
+			start := mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})
+			must(f.st.Update(materialize.CollHomework, setFields(hw, "studentStatus", mtest.D(
+				fxUser, mtest.D("7", start, "8", start), "bob", mtest.D("7", start, "8", start))), []string{"studentStatus"}))
+			ts := f.end.Add(-time.Hour)
+			s, other := bson.NewObjectIDFromTimestamp(ts), bson.NewObjectIDFromTimestamp(ts.Add(time.Minute))
+			doc := func(id bson.ObjectID) sub {
+				return func(user any, problem int32) bson.Raw {
+					kv := []any{"_id", id}
+					if user != nil {
+						kv = append(kv, "user", user)
+					}
+					kv = append(kv, "problem", problem, "languageType", int32(1),
+						"timestamp", bson.NewDateTimeFromTime(ts), "status", int32(0), "score", int32(100))
+					return mtest.Raw(kv...)
+				}
+			}
+			if c.before != nil {
+				c.before(f, doc(s))
+			}
+			drain(t, f.st)
+			cp, _, err := f.st.LoadCheckpoint(context.Background())
+			must(err)
+
+			// The first batch: another submission in bob's pair of 7.
+			must(f.st.Insert(materialize.CollSubmission, doc(other)("bob", 7)))
+			f.st.DropOwnEvents = true
+			stream, err := f.st.Open(context.Background(), watch.Position{Token: cp.Token})
+			must(err)
+			next := func() []watch.Event {
+				var evs []watch.Event
+				for {
+					ev, ok, err := stream.Next(context.Background())
+					must(err)
+					if !ok {
+						return evs
+					}
+					evs = append(evs, ev)
+				}
+			}
+			batch := next()
+			if len(batch) != 1 {
+				t.Fatalf("first batch: %d events, want the other submission's insert", len(batch))
+			}
+			ms := &movingStore{Store: f.st, move: func() {
+				c.malformed(f, s, doc(s))
+				must(f.st.Update(materialize.CollSubmission, setFields(f.st.Get(materialize.CollSubmission, s), "user", "bob"), []string{"user"}))
+			}}
+			eng := &watch.Engine{Store: ms, Feed: f.st, Checkpoints: f.st, Log: zerolog.Nop()}
+			must(eng.ProcessBatch(context.Background(), batch))
+			if es, err := mtest.StoredEntries(f.st.Get(materialize.CollHomework, f.hw)); err != nil {
+				t.Fatal(err)
+			} else if len(es["bob"]["7"].SubmissionIDs) != 2 {
+				t.Fatalf("bob's pair of 7 after the first batch: %v, want both submissions (the test tests nothing)", es["bob"]["7"])
+			}
+
+			must(f.st.Update(materialize.CollSubmission, setFields(f.st.Get(materialize.CollSubmission, s), "problem", int32(8)), []string{"problem"}))
+			evs := next()
+			if f.st.Stats().OwnDropped == 0 {
+				t.Fatalf("no echo dropped: the first batch wrote nothing, the test tests nothing")
+			}
+			must(eng.ProcessBatch(context.Background(), evs))
+			checkConverged(t, f.st, "after the moves, without echoes")
+		})
+	}
+}
