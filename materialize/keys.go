@@ -96,7 +96,14 @@ type Keys struct {
 	// Moves maps a submission to the events of the batch that carried
 	// only one half of its pair (Move.HasUser or Move.HasProblem): its new
 	// pair is that half with the other half of a pair it had before.
-	Moves         map[bson.ObjectID][]Move
+	Moves map[bson.ObjectID][]Move
+	// FromBefore marks a submission whose first event of the batch that
+	// sets a half of its pair is an update setting one half only: the
+	// pair it entered has the other half of the submission's state before
+	// the batch, which only the key index records (false: an insert, a
+	// replace or an update setting both halves came first, so the batch's
+	// events carry every half it can have since).
+	FromBefore    map[bson.ObjectID]bool
 	Homeworks     map[bson.ObjectID]struct{}
 	HomeworkUsers map[HomeworkUser]struct{}
 	Problems      map[int64]struct{}
@@ -116,6 +123,7 @@ func NewKeys() *Keys {
 		Pairs:         make(map[Pair]map[bson.ObjectID]struct{}),
 		Submissions:   make(map[bson.ObjectID][]Pair),
 		Moves:         make(map[bson.ObjectID][]Move),
+		FromBefore:    make(map[bson.ObjectID]bool),
 		Homeworks:     make(map[bson.ObjectID]struct{}),
 		HomeworkUsers: make(map[HomeworkUser]struct{}),
 		Problems:      make(map[int64]struct{}),
@@ -158,6 +166,11 @@ func (k *Keys) Merge(o *Keys) {
 	}
 	for id, ps := range o.Submissions {
 		k.Submissions[id] = appendNew(k.Submissions[id], ps...)
+	}
+	for id, v := range o.FromBefore {
+		if _, ok := k.FromBefore[id]; !ok { // o's events are later
+			k.FromBefore[id] = v
+		}
 	}
 	for id, ms := range o.Moves {
 		for _, m := range ms {
@@ -247,16 +260,21 @@ func Extract(c Change) *Keys {
 			k.AddPair(c.Pair)
 		}
 		switch m := c.Move; {
+		case c.Op == OpInsert || c.Op == OpReplace:
+			k.FromBefore[c.SubmissionID] = false
+			if m.HasUser || m.HasProblem {
+				k.Moves[c.SubmissionID] = append(k.Moves[c.SubmissionID], m)
+			}
 		case m.HasUser && m.HasProblem:
 			// Both halves set: the new pair, as an insert carries it.
 			p := Pair{User: m.User, Problem: m.Problem}
 			k.Submissions[c.SubmissionID] = appendNew(k.Submissions[c.SubmissionID], p)
 			k.AddUser(p.User)
 			k.AddPair(p)
+			k.FromBefore[c.SubmissionID] = false
 		case m.HasUser || m.HasProblem:
-			if !slices.Contains(k.Moves[c.SubmissionID], m) {
-				k.Moves[c.SubmissionID] = append(k.Moves[c.SubmissionID], m)
-			}
+			k.Moves[c.SubmissionID] = append(k.Moves[c.SubmissionID], m)
+			k.FromBefore[c.SubmissionID] = true
 		}
 	case CollHomework:
 		if c.Op != OpUpdate || c.Fields == nil {

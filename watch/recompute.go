@@ -177,9 +177,13 @@ func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *mat
 	}
 	for _, id := range ids {
 		ps := pairs[id]
-		if len(ps) == 0 {
+		if len(ps) == 0 || (keys.FromBefore[id] && len(known[id]) == 0) {
 			// Deleted (or unreadable) before its pair was ever recorded:
-			// only a rebuild can tell what it contributed.
+			// only a rebuild can tell what it contributed. Or moved by
+			// setting one half while no record (none: in no pair when
+			// last recorded, or a record refused) and no event of the
+			// batch tells the other half, which the reads, maybe of a
+			// later state, need not show: the pair it entered is unknown.
 			out.Unresolved++
 			out.NeedRebuild = true
 			continue

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -242,5 +243,79 @@ func TestMovesResolvedAcrossBatches(t *testing.T) {
 			}
 			checkConverged(t, f.st, "after the moves and the replace, without echoes")
 		})
+	}
+}
+
+// TestMoveOfASubmissionNeverRecordedConverges: a submission malformed
+// when the rebuild scanned (its user a number: in no pair, so recorded
+// with none) is fixed by an update setting its user to bob, which puts it
+// in bob's pair of the problem it already had (7), and moved on to problem
+// 8 before that update's batch reads. A batch of another submission in
+// bob's pair of 7 reads while it is there and counts it. No event and no
+// record names problem 7: the update setting one half resolves nothing
+// but the pair its reads show. It must fall back to a rebuild (its
+// submission has no record and the batch does not hold its insert or a
+// replace: the half it kept is unknown), as a delete of a submission never
+// recorded does (seen failing: bob's pair of 7 kept the submission).
+func TestMoveOfASubmissionNeverRecordedConverges(t *testing.T) {
+	f := newFixture(t)
+	must(f.st.Load(materialize.CollUser, mtest.Raw("_id", "bob", "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	must(f.st.Load(materialize.CollProblem, mtest.Raw("_id", int32(8), "homeworks", bson.A{f.hw})))
+	hw := f.st.Get(materialize.CollHomework, f.hw)
+	start := mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})
+	must(f.st.Update(materialize.CollHomework, setFields(hw, "studentStatus", mtest.D(
+		fxUser, mtest.D("7", start, "8", start), "bob", mtest.D("7", start, "8", start))), []string{"studentStatus"}))
+	ts := f.end.Add(-time.Hour)
+	s, other := bson.NewObjectIDFromTimestamp(ts), bson.NewObjectIDFromTimestamp(ts.Add(time.Minute))
+	doc := func(id bson.ObjectID, user any, problem int32) bson.Raw {
+		return mtest.Raw("_id", id, "user", user, "problem", problem, "languageType", int32(1),
+			"timestamp", bson.NewDateTimeFromTime(ts), "status", int32(0), "score", int32(100))
+	}
+	must(f.st.Load(materialize.CollSubmission, doc(s, int32(5), 7)))
+	reg := watch.NewMetrics(nil)
+	if err := (&watch.Engine{Store: f.st, Feed: f.st, Checkpoints: f.st, Log: zerolog.Nop(), Metrics: reg}).Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if known, err := f.st.LookupKeys(context.Background(), []bson.ObjectID{s}); err != nil || len(known[s]) != 0 {
+		t.Fatalf("the malformed submission is recorded: %v, %v (the test tests nothing)", known, err)
+	}
+	cp, _, err := f.st.LoadCheckpoint(context.Background())
+	must(err)
+
+	f.st.DropOwnEvents = true
+	stream, err := f.st.Open(context.Background(), watch.Position{Token: cp.Token})
+	must(err)
+	next := func() []watch.Event {
+		var evs []watch.Event
+		for {
+			ev, ok, err := stream.Next(context.Background())
+			must(err)
+			if !ok {
+				return evs
+			}
+			evs = append(evs, ev)
+		}
+	}
+	set := func(k string, v any) {
+		must(f.st.Update(materialize.CollSubmission, setFields(f.st.Get(materialize.CollSubmission, s), k, v), []string{k}))
+	}
+	eng := &watch.Engine{Store: f.st, Feed: f.st, Checkpoints: f.st, Log: zerolog.Nop(), Metrics: reg}
+
+	must(f.st.Insert(materialize.CollSubmission, doc(other, "bob", 7)))
+	batch0 := next()
+	set("user", "bob")
+	batch1 := next()
+	must(eng.ProcessBatch(context.Background(), batch0)) // reads it in bob's pair of 7
+	if es, err := mtest.StoredEntries(f.st.Get(materialize.CollHomework, f.hw)); err != nil {
+		t.Fatal(err)
+	} else if len(es["bob"]["7"].SubmissionIDs) != 2 {
+		t.Fatalf("bob's pair of 7 after the first batch: %v, want both submissions (the test tests nothing)", es["bob"]["7"])
+	}
+	set("problem", int32(8))
+	must(eng.ProcessBatch(context.Background(), batch1))
+	must(eng.ProcessBatch(context.Background(), next()))
+	checkConverged(t, f.st, "after the fix and the move, without echoes")
+	if n := testutil.ToFloat64(reg.Rebuilds.WithLabelValues("unresolved")); n != 1 {
+		t.Errorf("%v rebuilds for unresolved submissions, want the one of the fix", n)
 	}
 }
