@@ -97,13 +97,17 @@ type Keys struct {
 	// only one half of its pair (Move.HasUser or Move.HasProblem): its new
 	// pair is that half with the other half of a pair it had before.
 	Moves map[bson.ObjectID][]Move
-	// FromBefore marks a submission whose first event of the batch that
-	// sets a half of its pair is an update setting one half only: the
-	// pair it entered has the other half of the submission's state before
-	// the batch, which only the key index records (false: an insert, a
-	// replace or an update setting both halves came first, so the batch's
-	// events carry every half it can have since).
-	FromBefore    map[bson.ObjectID]bool
+	// LeavesPrior marks a submission whose first event of the batch that
+	// may change its pair is not its insert (a replace, a delete, an
+	// update naming user or problem): the events leave the pair it had
+	// before the batch, and an update setting one half enters that half
+	// with the other half of it, which only the key index records (false:
+	// its insert came first, so the events carry every half it had).
+	LeavesPrior map[bson.ObjectID]bool
+	// Unknown holds the submissions with an update whose changed fields
+	// are unknown (no changedFields, so no moved either): it may have
+	// moved them where neither an event nor the reads show.
+	Unknown       map[bson.ObjectID]struct{}
 	Homeworks     map[bson.ObjectID]struct{}
 	HomeworkUsers map[HomeworkUser]struct{}
 	Problems      map[int64]struct{}
@@ -123,7 +127,8 @@ func NewKeys() *Keys {
 		Pairs:         make(map[Pair]map[bson.ObjectID]struct{}),
 		Submissions:   make(map[bson.ObjectID][]Pair),
 		Moves:         make(map[bson.ObjectID][]Move),
-		FromBefore:    make(map[bson.ObjectID]bool),
+		LeavesPrior:   make(map[bson.ObjectID]bool),
+		Unknown:       make(map[bson.ObjectID]struct{}),
 		Homeworks:     make(map[bson.ObjectID]struct{}),
 		HomeworkUsers: make(map[HomeworkUser]struct{}),
 		Problems:      make(map[int64]struct{}),
@@ -167,10 +172,13 @@ func (k *Keys) Merge(o *Keys) {
 	for id, ps := range o.Submissions {
 		k.Submissions[id] = appendNew(k.Submissions[id], ps...)
 	}
-	for id, v := range o.FromBefore {
-		if _, ok := k.FromBefore[id]; !ok { // o's events are later
-			k.FromBefore[id] = v
+	for id, v := range o.LeavesPrior {
+		if _, ok := k.LeavesPrior[id]; !ok { // o's events are later
+			k.LeavesPrior[id] = v
 		}
+	}
+	for id := range o.Unknown {
+		k.Unknown[id] = struct{}{}
 	}
 	for id, ms := range o.Moves {
 		for _, m := range ms {
@@ -204,6 +212,12 @@ var (
 	problemFields    = []string{"homeworks"}
 	userFields       = []string{FieldSubmission, FieldACSubmission, FieldACProblemIDs}
 )
+
+// movesSubmission reports whether changed path f may change which pair a
+// submission belongs to: its user or problem, or a path below them.
+func movesSubmission(f string) bool {
+	return f == "user" || f == "problem" || strings.HasPrefix(f, "user.") || strings.HasPrefix(f, "problem.")
+}
 
 // touches reports whether a changed path f overlaps a relevant path r:
 // equal, a parent of it (duration) or a child of it (homeworks.3).
@@ -259,22 +273,26 @@ func Extract(c Change) *Keys {
 			k.AddUser(c.Pair.User)
 			k.AddPair(c.Pair)
 		}
+		switch {
+		case c.Op == OpInsert:
+			k.LeavesPrior[c.SubmissionID] = false
+		case c.Op == OpReplace || c.Op == OpDelete:
+			k.LeavesPrior[c.SubmissionID] = true
+		case c.Fields == nil:
+			k.Unknown[c.SubmissionID] = struct{}{}
+			k.LeavesPrior[c.SubmissionID] = true
+		case c.Move != (Move{}) || slices.ContainsFunc(c.Fields, movesSubmission):
+			k.LeavesPrior[c.SubmissionID] = true
+		}
 		switch m := c.Move; {
-		case c.Op == OpInsert || c.Op == OpReplace:
-			k.FromBefore[c.SubmissionID] = false
-			if m.HasUser || m.HasProblem {
-				k.Moves[c.SubmissionID] = append(k.Moves[c.SubmissionID], m)
-			}
-		case m.HasUser && m.HasProblem:
+		case m.HasUser && m.HasProblem && c.Op == OpUpdate:
 			// Both halves set: the new pair, as an insert carries it.
 			p := Pair{User: m.User, Problem: m.Problem}
 			k.Submissions[c.SubmissionID] = appendNew(k.Submissions[c.SubmissionID], p)
 			k.AddUser(p.User)
 			k.AddPair(p)
-			k.FromBefore[c.SubmissionID] = false
 		case m.HasUser || m.HasProblem:
 			k.Moves[c.SubmissionID] = append(k.Moves[c.SubmissionID], m)
-			k.FromBefore[c.SubmissionID] = true
 		}
 	case CollHomework:
 		if c.Op != OpUpdate || c.Fields == nil {

@@ -195,7 +195,8 @@ func TestMovesResolvedAcrossBatches(t *testing.T) {
 			set := func(k string, v any) {
 				must(f.st.Update(materialize.CollSubmission, setFields(f.st.Get(materialize.CollSubmission, s), k, v), []string{k}))
 			}
-			eng := &watch.Engine{Store: f.st, Feed: f.st, Checkpoints: f.st, Log: zerolog.Nop()}
+			reg := watch.NewMetrics(nil)
+			eng := &watch.Engine{Store: f.st, Feed: f.st, Checkpoints: f.st, Log: zerolog.Nop(), Metrics: reg}
 			process := func(evs []watch.Event) {
 				t.Helper()
 				if len(evs) == 0 {
@@ -242,6 +243,11 @@ func TestMovesResolvedAcrossBatches(t *testing.T) {
 				t.Fatal("no echo dropped")
 			}
 			checkConverged(t, f.st, "after the moves and the replace, without echoes")
+			if n := testutil.ToFloat64(reg.Rebuilds.WithLabelValues("unresolved")); n != 0 {
+				// Every pair is known: from the key index, or (inserted
+				// in the batch) from the insert, which came first.
+				t.Errorf("%v rebuilds for unresolved submissions, want none", n)
+			}
 		})
 	}
 }
