@@ -431,9 +431,9 @@ func TestReadOverQueryTermsSeparately(t *testing.T) {
 	}
 }
 
-// TestReadTooLargeSeparately: a wrapped result over the 16 MiB document
-// limit (BSONObjectTooLarge), which no separate read would hit, is read
-// again separately.
+// TestReadTooLargeSeparately: a result the server refuses as too large
+// (BSONObjectTooLarge) is read again separately (the wrapper never takes
+// a document over the server's limit, 16 MiB + 16 KiB; see Read).
 func TestReadTooLargeSeparately(t *testing.T) {
 	x := testReplies()
 	ctx := context.Background()
