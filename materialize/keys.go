@@ -46,6 +46,21 @@ type Change struct {
 	// removedFields and truncated arrays). Nil means unknown: every field
 	// may have changed.
 	Fields []string
+
+	// Move is where an update of a submission that set its user and/or
+	// problem moved it (the projected updatedFields): the zero Move when
+	// the update set neither, or left a value no submission decodes with.
+	Move Move
+}
+
+// Move is what an update event tells of a submission's new pair: the new
+// user, the new problem, or both. The half it does not set is the one the
+// submission had before the update, which the event does not carry.
+type Move struct {
+	User       string
+	Problem    int64
+	HasUser    bool
+	HasProblem bool
 }
 
 // Pair is the unit of studentStatus recomputation: a user and a problem.
@@ -69,8 +84,13 @@ type Keys struct {
 	Users map[string]struct{}
 	Pairs map[Pair]map[bson.ObjectID]struct{}
 	// Submissions maps a changed submission to the pairs its change events
-	// carried (none for updates and deletes).
-	Submissions   map[bson.ObjectID][]Pair
+	// carried (inserts, replaces, updates setting both user and problem;
+	// none for other updates and deletes).
+	Submissions map[bson.ObjectID][]Pair
+	// Moves maps a submission to the updates of the batch that set only
+	// one half of its pair (Move.HasUser or Move.HasProblem): its new
+	// pair is that half with the other half of a pair it had before.
+	Moves         map[bson.ObjectID][]Move
 	Homeworks     map[bson.ObjectID]struct{}
 	HomeworkUsers map[HomeworkUser]struct{}
 	Problems      map[int64]struct{}
@@ -89,6 +109,7 @@ func NewKeys() *Keys {
 		Users:         make(map[string]struct{}),
 		Pairs:         make(map[Pair]map[bson.ObjectID]struct{}),
 		Submissions:   make(map[bson.ObjectID][]Pair),
+		Moves:         make(map[bson.ObjectID][]Move),
 		Homeworks:     make(map[bson.ObjectID]struct{}),
 		HomeworkUsers: make(map[HomeworkUser]struct{}),
 		Problems:      make(map[int64]struct{}),
@@ -131,6 +152,13 @@ func (k *Keys) Merge(o *Keys) {
 	}
 	for id, ps := range o.Submissions {
 		k.Submissions[id] = appendNew(k.Submissions[id], ps...)
+	}
+	for id, ms := range o.Moves {
+		for _, m := range ms {
+			if !slices.Contains(k.Moves[id], m) {
+				k.Moves[id] = append(k.Moves[id], m)
+			}
+		}
 	}
 	for id := range o.Homeworks {
 		k.Homeworks[id] = struct{}{}
@@ -211,6 +239,19 @@ func Extract(c Change) *Keys {
 			k.Submissions[c.SubmissionID] = appendNew(k.Submissions[c.SubmissionID], c.Pair)
 			k.AddUser(c.Pair.User)
 			k.AddPair(c.Pair)
+		}
+		switch m := c.Move; {
+		case c.Op != OpUpdate:
+		case m.HasUser && m.HasProblem:
+			// Both halves set: the new pair, as an insert carries it.
+			p := Pair{User: m.User, Problem: m.Problem}
+			k.Submissions[c.SubmissionID] = appendNew(k.Submissions[c.SubmissionID], p)
+			k.AddUser(p.User)
+			k.AddPair(p)
+		case m.HasUser || m.HasProblem:
+			if !slices.Contains(k.Moves[c.SubmissionID], m) {
+				k.Moves[c.SubmissionID] = append(k.Moves[c.SubmissionID], m)
+			}
 		}
 	case CollHomework:
 		if c.Op != OpUpdate || c.Fields == nil {

@@ -32,6 +32,9 @@ func keyList(k *materialize.Keys) []string {
 	for id, ps := range k.Submissions {
 		out = append(out, fmt.Sprintf("submission %s %v", id.Hex()[20:], ps))
 	}
+	for id, ms := range k.Moves {
+		out = append(out, fmt.Sprintf("moves %s %+v", id.Hex()[20:], ms))
+	}
 	for h := range k.Homeworks {
 		out = append(out, "homework "+h.Hex()[20:])
 	}
@@ -61,6 +64,11 @@ func TestExtract(t *testing.T) {
 		if hasPair {
 			c.Pair, c.HasPair = pair, true
 		}
+		return c
+	}
+	moved := func(m materialize.Move, fields ...string) materialize.Change {
+		c := subChange(materialize.OpUpdate, fields, false)
+		c.Move = m
 		return c
 	}
 	hwChange := func(op materialize.Op, fields ...string) materialize.Change {
@@ -107,6 +115,12 @@ func TestExtract(t *testing.T) {
 		{"submission update status", subChange(materialize.OpUpdate, []string{"status"}, false), []string{subKey}},
 		{"submission update user", subChange(materialize.OpUpdate, []string{"user"}, false), []string{subKey}},
 		{"submission update problem", subChange(materialize.OpUpdate, []string{"problem"}, false), []string{subKey}},
+		{"submission moved to user bob", moved(materialize.Move{User: "bob", HasUser: true}, "user"),
+			[]string{"moves 0051 [{User:bob Problem:0 HasUser:true HasProblem:false}]", subKey}},
+		{"submission moved to problem 8", moved(materialize.Move{Problem: 8, HasProblem: true}, "problem", "status"),
+			[]string{"moves 0051 [{User: Problem:8 HasUser:false HasProblem:true}]", subKey}},
+		{"submission moved to bob/8: the pair, as an insert's", moved(materialize.Move{User: "bob", Problem: 8, HasUser: true, HasProblem: true}, "user", "problem"),
+			[]string{"pair bob/8", "submission 0051 [{bob 8}]", "user bob"}},
 		{"submission update timestamp", subChange(materialize.OpUpdate, []string{"timestamp"}, false), []string{subKey}},
 		{"submission update languageType", subChange(materialize.OpUpdate, []string{"languageType"}, false), []string{subKey}},
 		{"submission update lastSend only", subChange(materialize.OpUpdate, []string{"lastSend", "tasks", "runTime"}, false), nil},

@@ -5,8 +5,8 @@ package mongodb
 // builders' filters, pipelines and updates DO to documents without a
 // server. It follows the server's documented semantics for the operators
 // it knows ($cond, $eq, $gt, $type, $objectToArray, $arrayToObject, $map,
-// $filter, $in, $size, $and, $ifNull, $add, $literal, $concatArrays, the
-// variables $$REMOVE and $$ROOT; query $or, $expr,
+// $filter, $in, $size, $and, $or, $ifNull, $add, $literal, $concatArrays,
+// $split, $arrayElemAt, the variables $$REMOVE and $$ROOT; query $or, $expr,
 // $exists, $lte, $in, $type; update $set with dotted paths, $addToSet with
 // $each, pipeline $set/$project/$match/$group/$sort/$replaceWith, and
 // $unionWith over a map of collections) and fails loudly on anything else.
@@ -347,6 +347,50 @@ func (e evaluator) op(name string, arg any) any {
 			}
 		}
 		return true
+	case "$or":
+		for _, x := range arg.(bson.A) {
+			if truthy(e.eval(x)) {
+				return true
+			}
+		}
+		return false
+	case "$split":
+		// Both arguments must be strings (else an error); the string
+		// split at each delimiter, which is kept out.
+		a := args(arg, 2)
+		str, ok1 := e.eval(a[0]).(string)
+		sep, ok2 := e.eval(a[1]).(string)
+		if !ok1 || !ok2 {
+			panic("$split requires strings")
+		}
+		if sep == "" {
+			panic("$split requires a non-empty separator")
+		}
+		out := bson.A{}
+		for _, p := range strings.Split(str, sep) {
+			out = append(out, p)
+		}
+		return out
+	case "$arrayElemAt":
+		// An index past the end is missing; a negative one counts from
+		// the end.
+		a := args(arg, 2)
+		arr, ok := e.eval(a[0]).(bson.A)
+		if !ok {
+			panic("$arrayElemAt of a non-array")
+		}
+		n, ok := number(e.eval(a[1]))
+		if !ok {
+			panic("$arrayElemAt index not a number")
+		}
+		i := int(n)
+		if i < 0 {
+			i += len(arr)
+		}
+		if i < 0 || i >= len(arr) {
+			return missing
+		}
+		return arr[i]
 	case "$ifNull":
 		a := args(arg, 2)
 		if v := e.eval(a[0]); v != nil && v != missing {

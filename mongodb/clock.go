@@ -55,11 +55,16 @@ func majorityAcknowledged(err error) bool {
 // response's operationTime is known (the driver advances the session's
 // operation time from every response, before handling its error:
 // x/mongo/driver/operation.go:1179-1185 and updateOperationTime
-// :1848-1865), and then advances d.written to it: a write the server
-// acknowledged (even with write errors for some models) is in the oplog
-// at or before that time. A write with no session (an implicit session)
-// would leave the time unknown to the adapter. When no session can be
-// started the write runs without one and the clock stays.
+// :1848-1865; Session.OperationTime, mongo/session.go:391, returns it,
+// the latest of the replies: AdvanceOperationTime,
+// x/mongo/driver/session/client_session.go:292-306), and then advances
+// d.written to it: a write the server acknowledged (even with write
+// errors for some models) is in the oplog at or before that time. It
+// returns that time (watch.Writer.Apply's operationTime), zero when it
+// is unknown or the write was not majority-acknowledged. A write with no
+// session (an implicit session) would leave the time unknown to the
+// adapter. When no session can be started the write runs without one,
+// the clock stays and the time returned is zero.
 //
 // The session is not causally consistent, as an implicit one: the driver
 // sends readConcern.afterClusterTime on the writes of a causally
@@ -71,10 +76,10 @@ func majorityAcknowledged(err error) bool {
 // can be ahead of the write by that reply, and a read after it waits until
 // the new primary's next write (its periodic no-op at the latest)
 // commits. Later than needed, never earlier.
-func (d *DB) writeSession(ctx context.Context, write func(context.Context) error) error {
+func (d *DB) writeSession(ctx context.Context, write func(context.Context) error) (bson.Timestamp, error) {
 	sess, err := d.client.StartSession(options.Session().SetCausalConsistency(false))
 	if err != nil {
-		return write(ctx)
+		return bson.Timestamp{}, write(ctx)
 	}
 	defer sess.EndSession(context.WithoutCancel(ctx))
 	err = write(mongo.NewSessionContext(ctx, sess))
@@ -84,6 +89,7 @@ func (d *DB) writeSession(ctx context.Context, write func(context.Context) error
 	// only later, and reads after it would wait for nothing.
 	if t := sess.OperationTime(); t != nil && majorityAcknowledged(err) {
 		d.written.advance(*t)
+		return *t, err
 	}
-	return err
+	return bson.Timestamp{}, err
 }

@@ -73,7 +73,7 @@ func TestIntegrationUnauthorizedNamesPrivilege(t *testing.T) {
 	if _, err := admin.users.InsertOne(ctx, bson.D{{Key: "_id", Value: "a"}}); err != nil {
 		t.Fatal(err)
 	}
-	err = db.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: materialize.UserStats{ACProblemIDs: []int64{}}}}})
+	_, err = db.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: materialize.UserStats{ACProblemIDs: []int64{}}}}})
 	if watch.ClassOf(err) != watch.Unauthorized || !strings.Contains(err.Error(), `"update"`) || !strings.Contains(err.Error(), admin.Database()+".user") {
 		t.Errorf("Apply without update on user: %v (class %s), want unauthorized naming \"update\" on the user collection", err, watch.ClassOf(err))
 	}
@@ -148,7 +148,7 @@ func TestIntegrationReadsAfterOwnWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: materialize.UserStats{Submission: 1, ACProblemIDs: []int64{}}}}}); err != nil {
+	if _, err := db.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: materialize.UserStats{Submission: 1, ACProblemIDs: []int64{}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	wrote := db.written.load()

@@ -127,7 +127,8 @@ func TestUnauthorizedNamesPrivilege(t *testing.T) {
 		{"Homeworks", []bson.D{unauthorized("aggregate")}, func(d *DB) error { _, _, err := d.Homeworks(ctx, []bson.ObjectID{id}, nil); return err },
 			[]string{`"find"`, "normal-oj.homework"}},
 		{"Apply", []bson.D{unauthorized("update")}, func(d *DB) error {
-			return d.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}})
+			_, err := d.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}})
+			return err
 		}, []string{`"update"`, "normal-oj.user"}},
 		{"RecordKeys", []bson.D{unauthorized("update")}, func(d *DB) error {
 			return d.RecordKeys(ctx, map[bson.ObjectID][]materialize.Pair{id: {{User: "a", Problem: 1}}})
@@ -292,7 +293,7 @@ func TestReadsCausallyAfterOwnWrites(t *testing.T) {
 	ev := bson.Timestamp{T: 1_800_000_000, I: 7}
 	wrote := bson.Timestamp{T: 1_800_000_010, I: 2}
 	md.AddResponses(bson.D{{Key: "ok", Value: 1}, {Key: "n", Value: 1}, {Key: "nModified", Value: 1}, {Key: "operationTime", Value: wrote}})
-	if err := d.Apply(context.Background(), &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}}); err != nil {
+	if _, err := d.Apply(context.Background(), &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}}); err != nil {
 		t.Fatal(err)
 	}
 	sent()

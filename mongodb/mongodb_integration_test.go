@@ -447,7 +447,7 @@ func checkApply(t *testing.T, db *DB, v mtest.Vector) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Apply(ctx, &w); err != nil {
+	if _, err := db.Apply(ctx, &w); err != nil {
 		t.Fatal(err)
 	}
 	after := readAll(t, db)
@@ -494,7 +494,7 @@ func TestIntegrationDottedUsername(t *testing.T) {
 		writes = append(writes, watch.EntryWrite{Homework: h, User: "$c", ProblemKey: "7", Entry: testEntry})
 		want["$c"] = map[string]materialize.Entry{"7": testEntry}
 	}
-	if err := db.Apply(ctx, &watch.Writes{Entries: writes}); err != nil {
+	if _, err := db.Apply(ctx, &watch.Writes{Entries: writes}); err != nil {
 		t.Fatal(err)
 	}
 	wantDoc, _, err := materialize.PatchHomework(doc, want)
@@ -669,6 +669,13 @@ func TestIntegrationChangeStream(t *testing.T) {
 	ev := mustEvent(t, st, materialize.CollSubmission, materialize.OpInsert)
 	if ev.Change.SubmissionID != sid || !ev.Change.HasPair || ev.Change.Pair != (materialize.Pair{User: "u1", Problem: 7}) {
 		t.Errorf("insert: %+v", ev.Change)
+	}
+	// A move: the event carries the new user (updatedFields.user), not
+	// the problem it kept.
+	must(subs.UpdateOne(ctx, mtest.D("_id", sid), mtest.D("$set", mtest.D("user", "u3"))))
+	ev = mustEvent(t, st, materialize.CollSubmission, materialize.OpUpdate)
+	if ev.Change.Move != (materialize.Move{User: "u3", HasUser: true}) || !slices.Equal(ev.Change.Fields, []string{"user"}) {
+		t.Errorf("move: %+v, want fields [user] and a move to user u3", ev.Change)
 	}
 	must(subs.UpdateOne(ctx, mtest.D("_id", sid), mtest.D("$set", mtest.D("status", 0, "score", 100, "lastSend", now))))
 	ev = mustEvent(t, st, materialize.CollSubmission, materialize.OpUpdate)

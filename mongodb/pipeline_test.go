@@ -1,6 +1,7 @@
 package mongodb
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 
@@ -34,8 +35,9 @@ func update(updated bson.D, removed bson.A, truncated bson.A) bson.E {
 // replaces and updates, including updates of the derived fields by
 // someone else; drops, renames, dropDatabase and invalidate of any
 // collection) and what the projection keeps (no document body, no
-// updateDescription: only what watch.DecodeEvent reads, and the names of
-// the changed fields).
+// updateDescription, of which only the new user and problem an update of a
+// submission set, as moved: only what watch.DecodeEvent reads, and the
+// names of the changed fields).
 func TestPipelineKeepsAndProjects(t *testing.T) {
 	sub := bson.NewObjectID()
 	hw := bson.NewObjectID()
@@ -62,6 +64,20 @@ func TestPipelineKeepsAndProjects(t *testing.T) {
 			update(bson.D{{Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}}, bson.A{"tasks.0.cases"},
 				bson.A{bson.D{{Key: "field", Value: "tasks"}, {Key: "newSize", Value: int32(1)}}})), true, nil,
 			[]string{"status", "score", "tasks.0.cases", "tasks"}},
+		{"submission moved by an update", changeEvent("update", "submission", key(sub),
+			update(bson.D{{Key: "user", Value: "bob"}, {Key: "status", Value: int32(0)}}, bson.A{}, bson.A{})), true,
+			func(t *testing.T, p bson.D, c materialize.Change) {
+				if c.Move != (materialize.Move{User: "bob", HasUser: true}) {
+					t.Errorf("decoded move %+v, want to user bob (the problem unchanged)", c.Move)
+				}
+			}, []string{"user", "status"}},
+		{"submission moved to another problem, user removed", changeEvent("update", "submission", key(sub),
+			update(bson.D{{Key: "problem", Value: int64(8)}}, bson.A{"user"}, bson.A{})), true,
+			func(t *testing.T, p bson.D, c materialize.Change) {
+				if c.Move != (materialize.Move{}) {
+					t.Errorf("decoded move %+v, want none (no user: in no pair)", c.Move)
+				}
+			}, []string{"problem", "user"}},
 		{"user update of a derived field", changeEvent("update", "user", key("alice"),
 			update(bson.D{{Key: "AC_problem_ids", Value: bson.A{int32(1)}}}, bson.A{}, bson.A{})), true,
 			func(t *testing.T, p bson.D, c materialize.Change) {
@@ -106,7 +122,7 @@ func TestPipelineKeepsAndProjects(t *testing.T) {
 		{"invalidate", bson.D{{Key: "_id", Value: bson.D{{Key: "_data", Value: "82"}}}, {Key: "operationType", Value: "invalidate"},
 			{Key: "clusterTime", Value: bson.Timestamp{T: 1, I: 1}}}, true, nil, nil},
 	}
-	allowed := []string{"_id", "operationType", "ns", "to", "documentKey", "clusterTime", "fullDocument", "changedFields"}
+	allowed := []string{"_id", "operationType", "ns", "to", "documentKey", "clusterTime", "fullDocument", "changedFields", "derivedValues", "moved"}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out := runPipeline([]bson.D{norm(c.event).(bson.D)}, norm(watch.Pipeline()).(bson.A))
@@ -121,6 +137,22 @@ func TestPipelineKeepsAndProjects(t *testing.T) {
 				if !slices.Contains(allowed, e.Key) {
 					t.Errorf("projection keeps %q: %v", e.Key, p)
 				}
+			}
+			if m := lookupD(p, "moved"); m != missing {
+				// Of an update's values, only a submission's new user and
+				// problem, and only when it set one (a homework's entries
+				// never ride along).
+				d, _ := m.(bson.D)
+				if len(d) == 0 {
+					t.Errorf("moved projected empty: %v", p)
+				}
+				for _, e := range d {
+					if e.Key != "user" && e.Key != "problem" {
+						t.Errorf("moved keeps %q: %v", e.Key, m)
+					}
+				}
+			} else if c.name == "submission moved by an update" {
+				t.Errorf("no moved: %v", p)
 			}
 			if lookupD(p, "_id") == missing {
 				t.Error("projection dropped the resume token _id")
@@ -144,5 +176,99 @@ func TestPipelineKeepsAndProjects(t *testing.T) {
 				c.check(t, p, ev.Change)
 			}
 		})
+	}
+}
+
+// TestPipelineDerivedValues: derivedValues carries, for updates of users
+// and homeworks only, the updated value of each path the daemon writes
+// (a user's three derived fields; studentStatus.<user>.<problem key>,
+// exactly three components) and nothing else; DecodeEvent puts them on
+// the Event. An entry's value is byte for byte what the adapter's $set
+// sends (entryWriteByPath: Entry.Doc as the driver encodes it), which is
+// what the engine records of its writes (Entry.AppendBSON).
+func TestPipelineDerivedValues(t *testing.T) {
+	hw := bson.NewObjectID()
+	entry := materialize.Entry{Score: 80, ProblemStatus: 1, HasStatus: true, SubmissionIDs: []string{"a", "b"}, RawScore: 100, HasRaw: true}
+	// The homework's update as the server applies the adapter's update
+	// (the evaluator's $set), its updatedFields then read off the result.
+	doc := norm(bson.D{{Key: "_id", Value: hw}, {Key: "studentStatus", Value: bson.D{{Key: "alice", Value: bson.D{
+		{Key: "7", Value: materialize.StartEntry().Doc()}}}}}}).(bson.D)
+	_, upd := entryWriteByPath(watch.EntryWrite{Homework: hw, User: "alice", ProblemKey: "7", Entry: entry})
+	written := applyUpdate(doc, norm(upd))
+	newEntry := lookupD(lookupD(lookupD(written, "studentStatus").(bson.D), "alice").(bson.D), "7")
+	acIDs := bson.A{int32(7), int32(3)}
+	cases := []struct {
+		name  string
+		event bson.D
+		want  bson.D // path → value; nil: no derivedValues at all
+	}{
+		{"user's derived fields", changeEvent("update", "user", key("alice"),
+			update(bson.D{{Key: "submission", Value: int32(4)}, {Key: "AC_problem_ids", Value: acIDs}, {Key: "profile.displayedName", Value: "A"}}, bson.A{}, bson.A{})),
+			bson.D{{Key: "submission", Value: int32(4)}, {Key: "AC_problem_ids", Value: acIDs}}},
+		{"user's other field only", changeEvent("update", "user", key("alice"),
+			update(bson.D{{Key: "md5", Value: "x"}}, bson.A{"AC_submission"}, bson.A{})), bson.D{}},
+		{"homework entry", changeEvent("update", "homework", key(hw),
+			update(bson.D{{Key: "studentStatus.alice.7", Value: newEntry}, {Key: "duration.end", Value: int32(1)}}, bson.A{}, bson.A{})),
+			bson.D{{Key: "studentStatus.alice.7", Value: newEntry}}},
+		{"homework entry's field, a user's whole status, studentStatus whole", changeEvent("update", "homework", key(hw),
+			update(bson.D{{Key: "studentStatus.alice.7.score", Value: int32(1)}, {Key: "studentStatus.bob", Value: bson.D{}},
+				{Key: "studentStatus", Value: bson.D{}}}, bson.A{}, bson.A{})), bson.D{}},
+		{"a user field name on a homework", changeEvent("update", "homework", key(hw),
+			update(bson.D{{Key: "submission", Value: int32(1)}}, bson.A{}, bson.A{})), bson.D{}},
+		{"submission update", changeEvent("update", "submission", key(bson.NewObjectID()),
+			update(bson.D{{Key: "score", Value: int32(100)}}, bson.A{}, bson.A{})), nil},
+		{"problem update named like an entry", changeEvent("update", "problem", key(int32(7)),
+			update(bson.D{{Key: "studentStatus.a.7", Value: int32(1)}}, bson.A{}, bson.A{})), nil},
+		{"user replace", changeEvent("replace", "user", key("bob"), bson.E{Key: "fullDocument", Value: bson.D{{Key: "_id", Value: "bob"}, {Key: "submission", Value: int32(1)}}}), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := runPipeline([]bson.D{norm(c.event).(bson.D)}, norm(watch.Pipeline()).(bson.A))
+			if len(out) != 1 {
+				t.Fatalf("kept %d events, want 1", len(out))
+			}
+			got := lookupD(out[0], "derivedValues")
+			if c.want == nil {
+				if got != missing {
+					t.Errorf("derivedValues %v, want none", got)
+				}
+				return
+			}
+			var want bson.A
+			for _, e := range c.want {
+				want = append(want, bson.D{{Key: "k", Value: e.Key}, {Key: "v", Value: e.Value}})
+			}
+			if want == nil {
+				want = bson.A{}
+			}
+			if !equal(got, want) {
+				t.Errorf("derivedValues %v, want %v", got, want)
+			}
+			ev, err := watch.DecodeEvent(rawOf(out[0]))
+			if err != nil {
+				t.Fatalf("DecodeEvent: %v", err)
+			}
+			if len(ev.Values) != len(c.want) {
+				t.Fatalf("decoded %d values, want %d", len(ev.Values), len(c.want))
+			}
+			for i, e := range c.want {
+				tp, data, err := bson.MarshalValue(e.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v := ev.Values[i]; v.Path != e.Key || v.Value.Type != tp || !bytes.Equal(v.Value.Value, data) {
+					t.Errorf("value %d decoded %s=%v, want %s=%v", i, v.Path, v.Value, e.Key, e.Value)
+				}
+			}
+		})
+	}
+	// The entry the adapter wrote reads back as the bytes the engine
+	// records for that write.
+	tp, data, err := bson.MarshalValue(newEntry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp != bson.TypeEmbeddedDocument || !bytes.Equal(data, entry.AppendBSON(nil)) {
+		t.Errorf("the entry written by the adapter reads back as %x, the engine records %x", data, entry.AppendBSON(nil))
 	}
 }

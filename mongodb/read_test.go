@@ -817,7 +817,7 @@ func TestReadAfterOwnWrites(t *testing.T) {
 	d, md, sent := mockDB(t)
 	wrote := bson.Timestamp{T: 1_800_000_010, I: 2}
 	md.AddResponses(bson.D{{Key: "ok", Value: 1}, {Key: "n", Value: 1}, {Key: "nModified", Value: 1}, {Key: "operationTime", Value: wrote}})
-	if err := d.Apply(context.Background(), &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}}); err != nil {
+	if _, err := d.Apply(context.Background(), &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}}); err != nil {
 		t.Fatal(err)
 	}
 	sent()

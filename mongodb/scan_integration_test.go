@@ -37,7 +37,7 @@ func TestIntegrationScansAfterOwnWritesAndHandoff(t *testing.T) {
 	if tt, ti, _ := finds[len(finds)-1].Lookup("readConcern", "afterClusterTime").TimestampOK(); (bson.Timestamp{T: tt, I: ti}).Before(handoff) {
 		t.Errorf("scan: afterClusterTime %v.%v, want at least the hand-off time %v", tt, ti, handoff)
 	}
-	if err := db.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: materialize.UserStats{Submission: 1, ACProblemIDs: []int64{}}}}}); err != nil {
+	if _, err := db.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: materialize.UserStats{Submission: 1, ACProblemIDs: []int64{}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	wrote := db.written.load()

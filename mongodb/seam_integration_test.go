@@ -145,14 +145,14 @@ func TestIntegrationWriteRejectedOnlyForGood(t *testing.T) {
 		{Key: "validationLevel", Value: "strict"}, {Key: "validationAction", Value: "error"}}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Apply(ctx, w); !errors.Is(err, watch.ErrWriteRejected) {
+	if _, err := db.Apply(ctx, w); !errors.Is(err, watch.ErrWriteRejected) {
 		t.Errorf("validator refusal: %v, want ErrWriteRejected", err)
 	}
 
 	// Twice: the driver retries a retryable write once by itself. The fail
 	// point answers before the validator runs.
 	failPoint(t, db, 2, 10107, "update")
-	err := db.Apply(ctx, w)
+	_, err := db.Apply(ctx, w)
 	if err == nil || errors.Is(err, watch.ErrWriteRejected) {
 		t.Fatalf("NotWritablePrimary: %v, want a retryable error", err)
 	}
@@ -260,7 +260,7 @@ type countingDB struct {
 	largest int
 }
 
-func (c *countingDB) Apply(ctx context.Context, w *watch.Writes) error {
+func (c *countingDB) Apply(ctx context.Context, w *watch.Writes) (bson.Timestamp, error) {
 	c.largest = max(c.largest, w.Len())
 	return c.DB.Apply(ctx, w)
 }

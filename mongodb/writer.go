@@ -29,28 +29,40 @@ import (
 // is marked with its class (classify; n names the privilege an
 // Unauthorized error lacks): the engine decides, and saves no checkpoint
 // past it.
-func (d *DB) bulk(ctx context.Context, coll *mongo.Collection, what string, n need, models []mongo.WriteModel) error {
+//
+// at is the latest operationTime of the chunks (writeSession's), zero
+// when any chunk's is unknown: every write of models is at or before it.
+func (d *DB) bulk(ctx context.Context, coll *mongo.Collection, what string, n need, models []mongo.WriteModel) (at bson.Timestamp, err error) {
 	var rejected []error
+	known := true
 	for chunk := range slices.Chunk(models, writeChunk) {
 		wctx, cancel := d.writeCtx(ctx)
-		err := d.writeSession(wctx, func(ctx context.Context) error {
+		t, err := d.writeSession(wctx, func(ctx context.Context) error {
 			_, err := coll.BulkWrite(ctx, chunk, bulkWriteOptions())
 			return err
 		})
 		cancel()
+		if t.IsZero() {
+			known = false
+		} else if at.Before(t) {
+			at = t
+		}
 		if r, ok := refusedWrites(err); ok {
 			rejected = append(rejected, r...)
 			continue
 		}
 		if err != nil {
-			return fail(d.cfg.Database, n, fmt.Sprintf("write %d %s to %s", len(chunk), what, coll.Name()), err)
+			return bson.Timestamp{}, fail(d.cfg.Database, n, fmt.Sprintf("write %d %s to %s", len(chunk), what, coll.Name()), err)
 		}
 	}
 	if len(rejected) > 0 {
-		return watch.WithClass(watch.Refused,
+		return bson.Timestamp{}, watch.WithClass(watch.Refused,
 			fmt.Errorf("%d %s to %s refused: %w: %w", len(rejected), what, coll.Name(), errors.Join(rejected...), watch.ErrWriteRejected))
 	}
-	return nil
+	if !known {
+		return bson.Timestamp{}, nil
+	}
+	return at, nil
 }
 
 // permanentWriteCodes are the server's per-write error codes that a retry
@@ -136,33 +148,48 @@ func refusedWrites(err error) (rejected []error, ok bool) {
 // and one of entry updates (more when a batch exceeds 1000 models). Each
 // update $sets only derived fields, matches only an existing user document
 // or an existing studentStatus entry, and never upserts; a document that
-// vanished meanwhile is simply not matched.
-func (d *DB) Apply(ctx context.Context, w *watch.Writes) error {
+// vanished meanwhile is simply not matched. at is the latest
+// operationTime of its bulk writes, zero when one is unknown (bulk).
+func (d *DB) Apply(ctx context.Context, w *watch.Writes) (at bson.Timestamp, err error) {
 	if w == nil {
-		return nil
+		return bson.Timestamp{}, nil
 	}
 	var rejected []error
-	userModels, entryModels := applyModels(w)
-	if len(userModels) > 0 {
-		if err := d.bulk(ctx, d.users, "user updates", needs(d.users.Name(), "update"), userModels); err != nil {
+	known := true
+	write := func(coll *mongo.Collection, what string, models []mongo.WriteModel) error {
+		t, err := d.bulk(ctx, coll, what, needs(coll.Name(), "update"), models)
+		if err != nil {
 			if !errors.Is(err, watch.ErrWriteRejected) {
 				return fmt.Errorf("apply: %w", err)
 			}
-			rejected = append(rejected, err) // the entries still go
+			rejected = append(rejected, err) // the other collection's writes still go
+			return nil
+		}
+		if t.IsZero() {
+			known = false
+		} else if at.Before(t) {
+			at = t
+		}
+		return nil
+	}
+	userModels, entryModels := applyModels(w)
+	if len(userModels) > 0 {
+		if err := write(d.users, "user updates", userModels); err != nil {
+			return bson.Timestamp{}, err
 		}
 	}
 	if len(entryModels) > 0 {
-		if err := d.bulk(ctx, d.homeworks, "entry updates", needs(d.homeworks.Name(), "update"), entryModels); err != nil {
-			if !errors.Is(err, watch.ErrWriteRejected) {
-				return fmt.Errorf("apply: %w", err)
-			}
-			rejected = append(rejected, err)
+		if err := write(d.homeworks, "entry updates", entryModels); err != nil {
+			return bson.Timestamp{}, err
 		}
 	}
 	if len(rejected) > 0 {
-		return watch.WithClass(watch.Refused, fmt.Errorf("apply: %w", errors.Join(rejected...)))
+		return bson.Timestamp{}, watch.WithClass(watch.Refused, fmt.Errorf("apply: %w", errors.Join(rejected...)))
 	}
-	return nil
+	if !known {
+		return bson.Timestamp{}, nil
+	}
+	return at, nil
 }
 
 // applyModels builds the update models Apply sends, without a server:
@@ -206,7 +233,7 @@ func (d *DB) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materializ
 		f, u := recordKeysWrite(id, pairs)
 		models = append(models, mongo.NewUpdateOneModel().SetFilter(f).SetUpdate(u).SetUpsert(true))
 	}
-	if err := d.bulk(ctx, d.keys, "key records", needs(d.keys.Name(), "update", "insert"), models); err != nil {
+	if _, err := d.bulk(ctx, d.keys, "key records", needs(d.keys.Name(), "update", "insert"), models); err != nil {
 		return fmt.Errorf("record keys: %w", err)
 	}
 	return nil

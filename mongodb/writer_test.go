@@ -75,7 +75,7 @@ func TestWriteSessionKeepsImplicitSemantics(t *testing.T) {
 	old := bson.Timestamp{T: 1_800_000_100, I: 1}
 	notPrimary := append(commandError(10107, "NotWritablePrimary", "not primary", "RetryableWriteError"), bson.E{Key: "operationTime", Value: old})
 	md.AddResponses(notPrimary, bson.D{{Key: "ok", Value: 1}, {Key: "n", Value: 1}, {Key: "nModified", Value: 1}, {Key: "operationTime", Value: bson.Timestamp{T: 1_800_000_090, I: 5}}})
-	if err := d.Apply(context.Background(), &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}}); err != nil {
+	if _, err := d.Apply(context.Background(), &watch.Writes{Users: []watch.UserWrite{{User: "alice"}}}); err != nil {
 		t.Fatal(err)
 	}
 	cmds := sent()
@@ -84,5 +84,53 @@ func TestWriteSessionKeepsImplicitSemantics(t *testing.T) {
 	}
 	if rc, err := cmds[1].LookupErr("readConcern"); err == nil {
 		t.Errorf("retried update carries readConcern %s: the write session is causally consistent", rc)
+	}
+}
+
+// TestApplyOperationTime: Apply returns the latest operationTime of its
+// bulk writes (the users', the entries'), which is also the write clock
+// reads wait for; zero when a reply carries none, when some models were
+// refused, or when the majority did not acknowledge the write.
+func TestApplyOperationTime(t *testing.T) {
+	t1, t2 := bson.Timestamp{T: 1_800_000_100, I: 3}, bson.Timestamp{T: 1_800_000_100, I: 9}
+	ok := func(at *bson.Timestamp) bson.D {
+		d := bson.D{{Key: "ok", Value: 1}, {Key: "n", Value: 1}, {Key: "nModified", Value: 1}}
+		if at != nil {
+			d = append(d, bson.E{Key: "operationTime", Value: *at})
+		}
+		return d
+	}
+	both := &watch.Writes{Users: []watch.UserWrite{{User: "alice"}},
+		Entries: []watch.EntryWrite{{Homework: bson.ObjectID{11: 1}, User: "alice", ProblemKey: "7"}}}
+	cases := []struct {
+		name    string
+		replies []bson.D
+		want    bson.Timestamp
+		err     bool
+	}{
+		{"the later of the two bulk writes", []bson.D{ok(&t2), ok(&t1)}, t2, false},
+		{"a reply without operationTime", []bson.D{ok(&t1), ok(nil)}, bson.Timestamp{}, false},
+		{"refused models", []bson.D{ok(&t1), {{Key: "ok", Value: 1}, {Key: "n", Value: 0}, {Key: "operationTime", Value: t2},
+			{Key: "writeErrors", Value: bson.A{bson.D{{Key: "index", Value: 0}, {Key: "code", Value: 121}, {Key: "errmsg", Value: "validation"}}}}}},
+			bson.Timestamp{}, true},
+		{"a write concern error", []bson.D{ok(&t1), {{Key: "ok", Value: 1}, {Key: "n", Value: 1}, {Key: "operationTime", Value: t2},
+			{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 64}, {Key: "codeName", Value: "WriteConcernTimeout"}, {Key: "errmsg", Value: "timeout"}}}}},
+			bson.Timestamp{}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, md, _ := mockDB(t)
+			md.AddResponses(c.replies...)
+			at, err := d.Apply(context.Background(), both)
+			if (err != nil) != c.err {
+				t.Fatalf("Apply: %v, want error %v", err, c.err)
+			}
+			if at != c.want {
+				t.Errorf("operationTime %v, want %v", at, c.want)
+			}
+			if !c.err && !c.want.IsZero() && d.written.load() != c.want {
+				t.Errorf("write clock %v, want %v", d.written.load(), c.want)
+			}
+		})
 	}
 }

@@ -114,6 +114,7 @@ type Engine struct {
 	cp       resume.Checkpoint
 	unsaved  *Event // the last event of the last processed batch, its token not saved yet
 	deferred error  // a stream error met after part of a batch was read
+	echoes   echoes // the last acknowledged writes of derived paths, whose echoes are skipped
 	hwGuess  *homeworkGuess
 }
 
@@ -262,6 +263,9 @@ func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
 	}
 	e.cp = cp
 	e.deferred = nil // an error of a stream now closed
+	// Echoes are skipped only within one stream of this engine: after a
+	// reopening (an error, a lease regained) they are recomputed.
+	e.echoes.reset()
 	st, err := e.Feed.Open(ctx, Position{Token: cp.Token, StartAt: cp.StartAt})
 	if err != nil {
 		return e.fault(ctx, PhaseStreamOpen, fmt.Errorf("open change stream: %w", err))
@@ -384,13 +388,16 @@ func (e *Engine) saveOnExit(ctx context.Context) {
 // collect reads events until the batch is full, its wait has elapsed, or
 // the stream is quiet. quiet reports that the last poll found no event.
 //
-// A batch holding only events that may be echoes of the daemon's own
-// writes (onlyEchoes) does not close at a quiet poll: it waits for more
-// events until its BatchMaxWait has passed (untilQuiet: never), so at a
-// low landing rate the echoes of one landing share the next landing's
-// batch instead of costing a batch of their own. Nothing is skipped: each
-// echo is recomputed as before, at most BatchMaxWait later (a write by
-// someone else to the derived fields is corrected that much later).
+// The echoes of the daemon's own writes that pass the echo rule (echoes)
+// are skipped by processBatch and cost no reads. A batch holding, besides
+// those, only events that may still be echoes (onlyEchoes: updates of
+// derived paths whose values did not match the records) does not close
+// at a quiet poll: it waits for more events until its BatchMaxWait has
+// passed (untilQuiet: never), so at a low landing rate they share the
+// next landing's batch instead of costing a batch of their own. They are
+// recomputed as before, at most BatchMaxWait later (a write by someone
+// else to the derived fields is corrected that much later). A batch of
+// skipped echoes only closes at once.
 func (e *Engine) collect(ctx context.Context, st Stream, untilQuiet bool) (batch []Event, quiet bool, err error) {
 	if err := e.deferred; err != nil {
 		e.deferred = nil
@@ -417,7 +424,7 @@ func (e *Engine) collect(ctx context.Context, st Stream, untilQuiet bool) (batch
 			return nil, false, err
 		}
 		if !ok {
-			if !untilQuiet && len(batch) > 0 && e.Now().Before(deadline) && onlyEchoes(batch) {
+			if !untilQuiet && len(batch) > 0 && e.Now().Before(deadline) && e.onlyEchoes(batch) {
 				// Nothing but what may be the echoes of the daemon's own
 				// writes: they would cost a batch of reads to find the
 				// values equal. Wait, up to the batch's wait, for the
@@ -465,10 +472,21 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 // rebuild.
 func (e *Engine) processBatch(ctx context.Context, events []Event) (rebuilt bool, err error) {
 	start := e.Now()
+	if len(events) > 0 {
+		// The stream's events are in cluster time order: no event from
+		// here on can be the echo of a write acknowledged before this one.
+		e.echoes.prune(events[0].ClusterTime)
+	}
 	keys := materialize.NewKeys()
+	skipped := 0
 	for _, ev := range events {
+		if e.echoes.matches(ev) {
+			skipped++ // its token is saved with the batch's, as any event's
+			continue
+		}
 		keys.Merge(materialize.Extract(ev.Change))
 	}
+	e.Metrics.EchoesSkipped.Add(float64(skipped))
 	if keys.Empty() {
 		return false, nil
 	}
@@ -534,7 +552,7 @@ func (e *Engine) processBatch(ctx context.Context, events []Event) (rebuilt bool
 			e.Log.Error().Err(f).Int("users", len(part.Users)).Int("entries", len(part.Entries)).
 				Msg("derived writes refused by the server; skipped")
 			return nil
-		})
+		}, e.echoes.record)
 		if err != nil {
 			return false, err
 		}
@@ -557,13 +575,21 @@ func (e *Engine) processBatch(ctx context.Context, events []Event) (rebuilt bool
 	return false, nil
 }
 
-// onlyEchoes reports whether every event of batch may be the echo of a
-// write of the daemon: an update of a user's derived fields only, or of
-// homework entries only (paths below studentStatus.<user>.). Anything
-// else (a submission, a homework's configuration, an insert or replace,
-// an update of unknown fields) makes the batch close as usual.
-func onlyEchoes(batch []Event) bool {
+// onlyEchoes reports whether batch holds an event that may be the echo of
+// a write of the daemon but was not found to be one (echoes.matches), and
+// besides those only echoes that will be skipped: an update of a user's
+// derived fields only, or of homework entries only (paths below
+// studentStatus.<user>.). Anything else (a submission, a homework's
+// configuration, an insert or replace, an update of unknown fields) makes
+// the batch close as usual, and so does a batch of skipped echoes only,
+// which costs no reads.
+func (e *Engine) onlyEchoes(batch []Event) bool {
+	unmatched := false
 	for _, ev := range batch {
+		if e.echoes.matches(ev) {
+			continue
+		}
+		unmatched = true
 		c := ev.Change
 		if c.Op != materialize.OpUpdate || c.Fields == nil {
 			return false
@@ -584,7 +610,7 @@ func onlyEchoes(batch []Event) bool {
 			}
 		}
 	}
-	return true
+	return unmatched
 }
 
 // insertedInBatch returns the submissions whose first event in events is

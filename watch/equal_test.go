@@ -21,7 +21,7 @@ type countingStore struct {
 	applies, writes int
 }
 
-func (c *countingStore) Apply(ctx context.Context, w *watch.Writes) error {
+func (c *countingStore) Apply(ctx context.Context, w *watch.Writes) (bson.Timestamp, error) {
 	c.applies++
 	c.writes += w.Len()
 	return c.Store.Apply(ctx, w)

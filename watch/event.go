@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -58,6 +59,18 @@ type Event struct {
 	Token       bson.Raw // the event's _id, its resume token
 	ClusterTime bson.Timestamp
 	Change      materialize.Change
+	// Values are the new values of the derived paths an update of a user
+	// or homework set (Pipeline's derivedValues: a user's three derived
+	// fields, a homework's studentStatus.<user>.<problem key>), in the
+	// event's order; nil for every other event. They decide whether the
+	// event is the echo of the daemon's own write (see echoes).
+	Values []PathValue
+}
+
+// PathValue is the value an update event gave one dotted path.
+type PathValue struct {
+	Path  string
+	Value bson.RawValue
 }
 
 // Watched are the collections whose changes alter derived values; user
@@ -70,9 +83,17 @@ var Watched = []string{materialize.CollSubmission, materialize.CollHomework, mat
 // to the derived fields by anyone else is corrected; and the events that
 // invalidate the stream) and projects them server-side to what key
 // extraction reads: operationType, ns, documentKey, clusterTime, a
-// submission's user and problem, and the *names* of changed fields. No
-// event carries a whole homework, so a homework near 16 MB cannot break the
-// stream.
+// submission's user and problem (an insert's or replace's fullDocument;
+// moved: the new values an update set, of updatedFields.user and
+// .problem), the *names* of changed fields, and, for updates of users and
+// homeworks, the new values of the derived paths only (derivedValues: the
+// echo test, see echoes). No event carries a whole homework, so a
+// homework near 16 MB cannot break the stream.
+//
+// Every operator is of MongoDB 3.4 or earlier ($filter 3.2; $split,
+// $objectToArray (3.4.4), $in 3.4, $type 3.4), and a change stream's
+// pipeline may hold $project with any expression (as changedFields
+// already does).
 func Pipeline() bson.A {
 	changed := bson.M{"$cond": bson.A{
 		bson.M{"$eq": bson.A{"$operationType", "update"}},
@@ -89,6 +110,29 @@ func Pipeline() bson.A {
 		}},
 		"$$REMOVE",
 	}}
+	derived := bson.M{"$cond": bson.A{
+		bson.M{"$and": bson.A{
+			bson.M{"$eq": bson.A{"$operationType", "update"}},
+			bson.M{"$in": bson.A{"$ns.coll", bson.A{materialize.CollUser, materialize.CollHomework}}},
+		}},
+		bson.M{"$filter": bson.M{
+			"input": bson.M{"$objectToArray": bson.M{"$ifNull": bson.A{"$updateDescription.updatedFields", bson.M{}}}},
+			"as":    "f",
+			"cond":  derivedPathExpr("$$f.k"),
+		}},
+		"$$REMOVE",
+	}}
+	// An update that set a submission's user and/or problem: the new
+	// values (materialize.Move), present only then, so no other event
+	// grows.
+	unset := func(f string) bson.M {
+		return bson.M{"$eq": bson.A{bson.M{"$type": "$updateDescription.updatedFields." + f}, "missing"}}
+	}
+	moved := bson.M{"$cond": bson.A{
+		bson.M{"$and": bson.A{unset("user"), unset("problem")}},
+		"$$REMOVE",
+		bson.M{"user": "$updateDescription.updatedFields.user", "problem": "$updateDescription.updatedFields.problem"},
+	}}
 	return bson.A{
 		bson.M{"$match": bson.M{"$or": bson.A{
 			bson.M{"ns.coll": bson.M{"$in": bson.A{materialize.CollSubmission, materialize.CollHomework, materialize.CollProblem}}},
@@ -103,9 +147,46 @@ func Pipeline() bson.A {
 			"clusterTime":          1,
 			"fullDocument.user":    1,
 			"fullDocument.problem": 1,
+			"moved":                moved,
 			"changedFields":        changed,
+			"derivedValues":        derived,
 		}},
 	}
+}
+
+// derivedPathExpr is the aggregation expression that is true when path
+// (an expression giving a dotted path of an updated field) is a path the
+// daemon writes on the event's document: on a user, one of the three
+// derived fields; on a homework, studentStatus.<user>.<problem key>
+// (exactly three components: a write of a user's whole status or of an
+// entry's field is never an echo, and its value is not shipped). It is
+// DerivedPath on the server.
+func derivedPathExpr(path string) bson.M {
+	parts := bson.M{"$split": bson.A{path, "."}}
+	return bson.M{"$or": bson.A{
+		bson.M{"$and": bson.A{
+			bson.M{"$eq": bson.A{"$ns.coll", materialize.CollUser}},
+			bson.M{"$in": bson.A{path, bson.A{materialize.FieldSubmission, materialize.FieldACSubmission, materialize.FieldACProblemIDs}}},
+		}},
+		bson.M{"$and": bson.A{
+			bson.M{"$eq": bson.A{"$ns.coll", materialize.CollHomework}},
+			bson.M{"$eq": bson.A{bson.M{"$size": parts}, 3}},
+			bson.M{"$eq": bson.A{bson.M{"$arrayElemAt": bson.A{parts, 0}}, materialize.FieldStudentStatus}},
+		}},
+	}}
+}
+
+// DerivedPath reports whether path, changed by an update of a document
+// of coll, is one Pipeline ships the value of (derivedPathExpr).
+func DerivedPath(coll, path string) bool {
+	switch coll {
+	case materialize.CollUser:
+		return path == materialize.FieldSubmission || path == materialize.FieldACSubmission || path == materialize.FieldACProblemIDs
+	case materialize.CollHomework:
+		parts := strings.Split(path, ".")
+		return len(parts) == 3 && parts[0] == materialize.FieldStudentStatus
+	}
+	return false
 }
 
 // DecodeEvent reads a change event as Pipeline projects it. An event whose
@@ -218,6 +299,94 @@ func DecodeEvent(raw bson.Raw) (Event, error) {
 			}
 			c.Fields = append(c.Fields, s)
 		}
+		if coll == materialize.CollUser || coll == materialize.CollHomework {
+			var err error
+			if ev.Values, err = decodeValues(raw); err != nil {
+				// The event is processed as any other: only the echo
+				// test, which needs the values, is off for it.
+				return ev, fmt.Errorf("change event %s on %s: %w", op, coll, err)
+			}
+		}
+		if coll == materialize.CollSubmission {
+			c.Move = decodeMove(raw, c.Fields)
+		}
 	}
 	return ev, nil
+}
+
+// decodeValues reads derivedValues, [{k: path, v: value}...]; missing,
+// it is nil. Anything but that shape (or a path twice) is an error and
+// no values: a value read from a part of it could match a write the
+// rest contradicts.
+func decodeValues(raw bson.Raw) ([]PathValue, error) {
+	f, err := raw.LookupErr("derivedValues")
+	if err != nil {
+		return nil, nil
+	}
+	arr, ok := f.ArrayOK()
+	if !ok {
+		return nil, fmt.Errorf("derivedValues is BSON %s, not an array", f.Type)
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil, fmt.Errorf("derivedValues: %w", err)
+	}
+	out := make([]PathValue, 0, len(vals))
+	for i, v := range vals {
+		d, ok := v.DocumentOK()
+		if !ok {
+			return nil, fmt.Errorf("derivedValues.%d is BSON %s, not a document", i, v.Type)
+		}
+		k, ok := d.Lookup("k").StringValueOK()
+		if !ok {
+			return nil, fmt.Errorf("derivedValues.%d: k is not a string", i)
+		}
+		val, err := d.LookupErr("v")
+		if err != nil {
+			return nil, fmt.Errorf("derivedValues.%d (%s): no v", i, k)
+		}
+		if err := val.Validate(); err != nil {
+			return nil, fmt.Errorf("derivedValues.%d (%s): %w", i, k, err)
+		}
+		for _, p := range out {
+			if p.Path == k {
+				return nil, fmt.Errorf("derivedValues: %s twice", k)
+			}
+		}
+		out = append(out, PathValue{Path: k, Value: val})
+	}
+	return out, nil
+}
+
+// decodeMove reads where an update of a submission that changed the
+// paths fields moved it: the new values of user and problem the pipeline
+// projected as moved (from updatedFields). A user or problem removed,
+// changed below its top level, or set to a value DecodeSubmission refuses
+// leaves a document that is in no pair: the zero Move, as for an update
+// setting neither.
+func decodeMove(raw bson.Raw, fields []string) materialize.Move {
+	var m materialize.Move
+	for _, f := range fields {
+		switch {
+		case f == "user":
+			v, err := raw.LookupErr("moved", "user")
+			if err != nil {
+				return materialize.Move{} // removed
+			}
+			if m.User, m.HasUser = v.StringValueOK(); !m.HasUser {
+				return materialize.Move{}
+			}
+		case f == "problem":
+			v, err := raw.LookupErr("moved", "problem")
+			if err != nil {
+				return materialize.Move{}
+			}
+			if m.Problem, m.HasProblem = materialize.IntValue(v); !m.HasProblem {
+				return materialize.Move{}
+			}
+		case strings.HasPrefix(f, "user.") || strings.HasPrefix(f, "problem."):
+			return materialize.Move{}
+		}
+	}
+	return m
 }

@@ -423,7 +423,7 @@ func (g *guardLog) add(op string) {
 	g.mu.Unlock()
 }
 
-func (g *guardLog) Apply(ctx context.Context, w *watch.Writes) error {
+func (g *guardLog) Apply(ctx context.Context, w *watch.Writes) (bson.Timestamp, error) {
 	g.add(fmt.Sprintf("apply users=%d entries=%d", len(w.Users), len(w.Entries)))
 	return g.Store.Apply(ctx, w)
 }

@@ -59,21 +59,27 @@ func recordKeysGuarded(ctx context.Context, st KeyIndex, keys map[bson.ObjectID]
 // kind (users, then entries), asking guard before each, so that each call
 // of st.Apply is one bulk write of the MongoDB adapter. A chunk's error
 // goes to onErr, which decides: nil skips that chunk (a write the server
-// refused for good), an error stops the writes. Without a guard (no
-// lease: tests, the in-memory store) w is applied in one call, since
-// chunks exist only to bound each write by the guard's deadline and cost
-// an in-memory store one re-encoding of a homework per chunk.
+// refused for good), an error stops the writes. Each chunk applied
+// without error goes to applied (when set) with its operationTime; a
+// refused or failed chunk never does (it may have landed in part).
+// Without a guard (no lease: tests, the in-memory store) w is applied in
+// one call, since chunks exist only to bound each write by the guard's
+// deadline and cost an in-memory store one re-encoding of a homework per
+// chunk.
 func applyGuarded(ctx context.Context, st Writer, w *Writes, guard func(context.Context) (time.Time, error),
-	onErr func(part *Writes, err error) error) error {
+	onErr func(part *Writes, err error) error, applied func(part *Writes, at bson.Timestamp)) error {
 	apply := func(part *Writes) error {
 		wctx, cancel, err := guardCtx(ctx, guard)
 		if err != nil {
 			return onErr(part, err)
 		}
-		err = st.Apply(wctx, part)
+		at, err := st.Apply(wctx, part)
 		cancel()
 		if err != nil {
 			return onErr(part, fmt.Errorf("write derived values: %w", err))
+		}
+		if applied != nil {
+			applied(part, at)
 		}
 		return nil
 	}

@@ -16,6 +16,7 @@ type Metrics struct {
 	Writes          *prometheus.CounterVec // kind: user, entry
 	WritesSkipped   *prometheus.CounterVec // kind: user, entry (equal to stored)
 	WritesRejected  prometheus.Counter
+	EchoesSkipped   prometheus.Counter // change events of the daemon's own writes, skipped (echoes)
 	PenaltyErrors   prometheus.Counter
 	Malformed       *prometheus.CounterVec // by collection
 	Rebuilds        *prometheus.CounterVec // reason
@@ -51,6 +52,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Derived values not written because the stored value was already equal, by kind."}, []string{"kind"}),
 		WritesRejected: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "writes_rejected_total",
 			Help: "Bulk writes with derived values the server refused for good (e.g. a document over 16 MB); reported and skipped."}),
+		EchoesSkipped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "echoes_skipped_total",
+			Help: "Change events skipped as the echoes of the daemon's own acknowledged writes (same paths, same values, not after the write's operationTime)."}),
 		PenaltyErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "penalty_errors_total",
 			Help: "Penalty evaluations that failed (gained 0), including running scores that would leave int64."}),
 		Malformed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "malformed_documents_total",
@@ -105,7 +108,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.Events, m.BadEvents, m.Batches, m.KeysRecomputed, m.Writes, m.WritesSkipped, m.WritesRejected,
+		reg.MustRegister(m.Events, m.BadEvents, m.Batches, m.KeysRecomputed, m.Writes, m.WritesSkipped, m.WritesRejected, m.EchoesSkipped,
 			m.PenaltyErrors, m.Malformed, m.Rebuilds, m.Restarts, m.Checkpoints, m.LagSeconds, m.StreamOpen,
 			m.LeaseHeld, m.LeaseEpoch, m.CacheDeletes, m.CacheFailures, m.BatchSeconds, m.UnresolvedPairs,
 			m.MongoDBUp, m.Decisions)

@@ -240,7 +240,9 @@ func (s *rebuildSink) flush() error {
 		return nil
 	}
 	if !s.opts.DryRun {
-		if err := applyGuarded(s.ctx, s.st, &s.w, s.opts.Guard, s.onErr); err != nil {
+		// A rebuild's writes are not recorded as the engine's echoes
+		// (echoes): their change events are recomputed, at a cost only.
+		if err := applyGuarded(s.ctx, s.st, &s.w, s.opts.Guard, s.onErr, nil); err != nil {
 			return err
 		}
 	}

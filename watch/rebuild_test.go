@@ -168,10 +168,10 @@ type flushRecorder struct {
 	reject bool
 }
 
-func (f *flushRecorder) Apply(ctx context.Context, w *watch.Writes) error {
+func (f *flushRecorder) Apply(ctx context.Context, w *watch.Writes) (bson.Timestamp, error) {
 	f.sizes = append(f.sizes, w.Len())
 	if f.reject {
-		return fmt.Errorf("document too large: %w", watch.ErrWriteRejected)
+		return bson.Timestamp{}, fmt.Errorf("document too large: %w", watch.ErrWriteRejected)
 	}
 	return f.Store.Apply(ctx, w)
 }
@@ -413,9 +413,9 @@ func (s *slowStore) spend(ctx context.Context, models int) error {
 	return nil
 }
 
-func (s *slowStore) Apply(ctx context.Context, w *watch.Writes) error {
+func (s *slowStore) Apply(ctx context.Context, w *watch.Writes) (bson.Timestamp, error) {
 	if err := s.spend(ctx, w.Len()); err != nil {
-		return err
+		return bson.Timestamp{}, err
 	}
 	return s.Store.Apply(ctx, w)
 }

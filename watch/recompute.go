@@ -98,8 +98,11 @@ func recompute(ctx context.Context, src Source, kidx KeyIndex, d *materialize.De
 }
 
 // expandSubmissions resolves submission keys to users and pairs through the
-// current documents, the pairs change events carried, and the key index
-// (the only record of a deleted submission's pair).
+// current documents, the pairs change events carried, the key index (the
+// only record of a deleted submission's pair) and, for updates that set
+// one half of a pair, that half with every other half known (movedPairs).
+// Every pair found is recorded, so a later event of the submission finds
+// it whatever the submission did since.
 //
 // A submission inserted by the batch and never moved since (inserted,
 // see insertedInBatch) is neither looked up nor read: the pair its insert
@@ -165,6 +168,14 @@ func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *mat
 		}
 	}
 	for _, id := range ids {
+		for _, p := range movedPairs(keys.Moves[id], pairs[id]) {
+			if !slices.Contains(known[id], p) && !slices.Contains(out.NewKeys[id], p) {
+				out.NewKeys[id] = append(out.NewKeys[id], p)
+			}
+			pairs[id] = append(pairs[id], p)
+		}
+	}
+	for _, id := range ids {
 		ps := pairs[id]
 		if len(ps) == 0 {
 			// Deleted (or unreadable) before its pair was ever recorded:
@@ -184,6 +195,65 @@ func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *mat
 		}
 	}
 	return nil
+}
+
+// movedPairs returns the pairs, beyond had, that updates setting one half
+// of a submission's pair (moves) may have put it in: each move's half with
+// every other half of a pair it had, until no move adds one.
+//
+// The events of a change resolve to every pair the change affects only
+// if each event names the pair the submission left and the one it
+// entered, whatever the reads see (they are causally after the batch, so
+// they may show the submission already elsewhere, or gone): the pair left
+// is in had (the key index records every pair an earlier event resolved
+// to; the batch's events and the current document add theirs), and the
+// pair entered is the move's half with the other half of the pair left,
+// so among the pairs returned. Recomputing and recording a pair the
+// submission was never in is harmless (records only ever add pairs to
+// recompute); missing one would leave a derived value counting a
+// submission that has moved on, which nothing but the echo of that
+// value's own write would correct.
+func movedPairs(moves []materialize.Move, had []materialize.Pair) []materialize.Pair {
+	if len(moves) == 0 {
+		return nil
+	}
+	all := slices.Clone(had)
+	var out []materialize.Pair
+	for grown := true; grown; {
+		grown = false
+		var users []string
+		var problems []int64
+		for _, p := range all {
+			if !slices.Contains(users, p.User) {
+				users = append(users, p.User)
+			}
+			if !slices.Contains(problems, p.Problem) {
+				problems = append(problems, p.Problem)
+			}
+		}
+		add := func(p materialize.Pair) {
+			if !slices.Contains(all, p) {
+				all = append(all, p)
+				out = append(out, p)
+				grown = true
+			}
+		}
+		for _, m := range moves {
+			switch {
+			case m.HasUser && m.HasProblem:
+				add(materialize.Pair{User: m.User, Problem: m.Problem})
+			case m.HasUser:
+				for _, p := range problems {
+					add(materialize.Pair{User: m.User, Problem: p})
+				}
+			case m.HasProblem:
+				for _, u := range users {
+					add(materialize.Pair{User: u, Problem: m.Problem})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // expandHomeworks turns whole-homework keys into the pairs with an entry in

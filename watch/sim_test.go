@@ -250,23 +250,7 @@ func (w *world) randomOp() string {
 func (w *world) edgeStep() string {
 	switch w.r.IntN(5) {
 	case 0: // move a submission to another user and/or problem
-		if len(w.subs) == 0 {
-			return "move (none)"
-		}
-		doc := w.st.Get(materialize.CollSubmission, w.subs[w.r.IntN(len(w.subs))])
-		if doc == nil {
-			return "move deleted (noop)"
-		}
-		var kv []any
-		var fields []string
-		if w.r.IntN(3) > 0 {
-			kv, fields = append(kv, "user", w.users[w.r.IntN(len(w.users))]), append(fields, "user")
-		}
-		if len(kv) == 0 || w.r.IntN(2) == 0 {
-			kv, fields = append(kv, "problem", int32(w.probs[w.r.IntN(len(w.probs))])), append(fields, "problem")
-		}
-		must(w.st.Update(materialize.CollSubmission, setFields(doc, kv...), fields))
-		return "move submission"
+		return w.moveSubmission()
 	case 1: // extend a deadline that has passed: late submissions become on time
 		doc := w.st.Get(materialize.CollHomework, w.hws[w.r.IntN(len(w.hws))])
 		end := bson.DateTime(w.base + w.clock + int64(1+w.r.IntN(5))*86_400_000)
@@ -311,6 +295,33 @@ func (w *world) edgeStep() string {
 		must(w.st.Update(materialize.CollHomework, setFields(doc, "duration", mtest.D("start", bson.DateTime(w.base), "end", bson.DateTime(ts))), []string{"duration.end"}))
 		return "deadline onto a submission"
 	}
+}
+
+// moveSubmission moves a random submission to another user and/or
+// problem (an update naming user, problem or both).
+func (w *world) moveSubmission() string {
+	if len(w.subs) == 0 {
+		return "move (none)"
+	}
+	return w.move(w.subs[w.r.IntN(len(w.subs))])
+}
+
+// move moves submission id to another user and/or problem.
+func (w *world) move(id bson.ObjectID) string {
+	doc := w.st.Get(materialize.CollSubmission, id)
+	if doc == nil {
+		return "move deleted (noop)"
+	}
+	var kv []any
+	var fields []string
+	if w.r.IntN(3) > 0 {
+		kv, fields = append(kv, "user", w.users[w.r.IntN(len(w.users))]), append(fields, "user")
+	}
+	if len(kv) == 0 || w.r.IntN(2) == 0 {
+		kv, fields = append(kv, "problem", int32(w.probs[w.r.IntN(len(w.probs))])), append(fields, "problem")
+	}
+	must(w.st.Update(materialize.CollSubmission, setFields(doc, kv...), fields))
+	return "move submission"
 }
 
 // setFields returns doc with top-level fields replaced or appended.

@@ -171,7 +171,11 @@ type StoredUser struct {
 // existence is part of the update's filter), never upsert, and apply all of
 // one call in as few round trips as they can (bulk writes).
 type Writer interface {
-	Apply(ctx context.Context, w *Writes) error
+	// Apply writes w. at is the write's operationTime when it is known
+	// (zero otherwise): every write of w is at or before it in the
+	// oplog, and every read of the store after Apply returns is causally
+	// after it (the echo rule, see echoes, depends on both).
+	Apply(ctx context.Context, w *Writes) (at bson.Timestamp, err error)
 }
 
 // Writes is one batch of derived values that differ from what is stored.

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ type Store struct {
 	subs  *subIndex                      // the submissions by user and by pair; nil until a read needs it
 
 	oplog   []bson.Raw // change events; event i has cluster time i+1
+	own     []bool     // own[i]: event i was emitted by Apply (an echo of a derived write)
 	horizon int        // events before this index were truncated (history lost)
 
 	keys  map[bson.ObjectID][]materialize.Pair
@@ -56,7 +58,12 @@ type Store struct {
 	// MongoDB's $$NOW does); time.Now when nil. Simulations share a fake
 	// one with their instances or skew it from theirs.
 	Clock func() time.Time
-	stats Stats
+	// DropOwnEvents, read when a stream opens, makes that stream skip
+	// every event Apply emitted (the echoes of the engine's own derived
+	// writes), as the most aggressive echo skipping would: a test of
+	// convergence that must not depend on them.
+	DropOwnEvents bool
+	stats         Stats
 }
 
 func (s *Store) clock() time.Time {
@@ -77,6 +84,7 @@ type Stats struct {
 	Saves        int
 	FencedSaves  int
 	EventsServed int
+	OwnDropped   int // events Apply emitted that a DropOwnEvents stream skipped
 }
 
 // New returns an empty store.
@@ -182,7 +190,7 @@ func (s *Store) Update(coll string, doc bson.Raw, fields []string) error {
 		return fmt.Errorf("update %s %s: no such document", coll, id)
 	}
 	s.put(coll, k, doc)
-	s.emit("update", coll, id, nil, fields)
+	s.emit("update", coll, id, doc, fields)
 	return nil
 }
 
@@ -284,8 +292,15 @@ func (s *Store) putOwned(coll, k string, doc bson.Raw) {
 	}
 }
 
-// emit appends a change event shaped like watch.Pipeline's output.
-func (s *Store) emit(op, coll string, id bson.RawValue, full bson.Raw, fields []string) {
+// emit appends a change event shaped like watch.Pipeline's output: an
+// insert's or replace's fullDocument reduced to user and problem, an
+// update's changedFields and moved, the new values of user and problem
+// when fields names them (doc is then the updated document).
+func (s *Store) emit(op, coll string, id bson.RawValue, doc bson.Raw, fields []string) {
+	s.emitOwn(op, coll, id, doc, fields, false)
+}
+
+func (s *Store) emitOwn(op, coll string, id bson.RawValue, doc bson.Raw, fields []string, own bool) {
 	seq := len(s.oplog) + 1
 	ev := bson.D{
 		{Key: "_id", Value: token(seq)},
@@ -294,10 +309,10 @@ func (s *Store) emit(op, coll string, id bson.RawValue, full bson.Raw, fields []
 		{Key: "ns", Value: bson.D{{Key: "db", Value: "normal-oj"}, {Key: "coll", Value: coll}}},
 		{Key: "documentKey", Value: bson.D{{Key: "_id", Value: id}}},
 	}
-	if full != nil {
+	if doc != nil && op != "update" {
 		fd := bson.D{}
 		for _, f := range []string{"user", "problem"} {
-			if v, err := full.LookupErr(f); err == nil {
+			if v, err := doc.LookupErr(f); err == nil {
 				fd = append(fd, bson.E{Key: f, Value: v})
 			}
 		}
@@ -307,13 +322,72 @@ func (s *Store) emit(op, coll string, id bson.RawValue, full bson.Raw, fields []
 		if fields == nil {
 			fields = []string{}
 		}
+		uf := bson.D{}
+		for _, f := range []string{"user", "problem"} {
+			if !slices.Contains(fields, f) || doc == nil {
+				continue
+			}
+			if v, err := doc.LookupErr(f); err == nil { // absent: removed ($unset)
+				uf = append(uf, bson.E{Key: f, Value: v})
+			}
+		}
+		if len(uf) > 0 {
+			ev = append(ev, bson.E{Key: "moved", Value: uf})
+		}
 		ev = append(ev, bson.E{Key: "changedFields", Value: fields})
+		if coll == materialize.CollUser || coll == materialize.CollHomework {
+			ev = append(ev, bson.E{Key: "derivedValues", Value: s.derivedValues(coll, id, fields)})
+		}
 	}
 	raw, err := bson.Marshal(ev)
 	if err != nil {
 		panic(fmt.Sprintf("memstore: marshal event: %v", err)) // values above always encode
 	}
 	s.oplog = append(s.oplog, raw)
+	s.own = append(s.own, own)
+}
+
+// derivedValues is watch.Pipeline's derivedValues of an update of the
+// document of coll with _id id that changed fields: [{k: path, v: its
+// value now}] for each path that is a derived path (watch.DerivedPath).
+// The values are read from the stored document (the update's result),
+// dotted paths walking documents and, by index, arrays, as the server's
+// updatedFields would show them.
+func (s *Store) derivedValues(coll string, id bson.RawValue, fields []string) bson.A {
+	out := bson.A{}
+	doc := s.colls[coll][docKey(id)]
+	for _, f := range fields {
+		if !watch.DerivedPath(coll, f) {
+			continue
+		}
+		v, ok := lookupPath(doc, f)
+		if !ok {
+			continue
+		}
+		out = append(out, bson.D{{Key: "k", Value: f}, {Key: "v", Value: v}})
+	}
+	return out
+}
+
+// lookupPath returns the value at dotted path in doc.
+func lookupPath(doc bson.Raw, path string) (bson.RawValue, bool) {
+	v := bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: doc}
+	for _, p := range strings.Split(path, ".") {
+		d, ok := v.DocumentOK()
+		if !ok {
+			a, isArray := v.ArrayOK()
+			if !isArray {
+				return bson.RawValue{}, false
+			}
+			d = bson.Raw(a)
+		}
+		next, err := d.LookupErr(p)
+		if err != nil {
+			return bson.RawValue{}, false
+		}
+		v = next
+	}
+	return v, true
 }
 
 // EmitRaw appends an arbitrary change event document (for bad-input
@@ -333,6 +407,7 @@ func (s *Store) EmitRaw(ev bson.D) {
 		panic(fmt.Sprintf("memstore: marshal event: %v", err))
 	}
 	s.oplog = append(s.oplog, raw)
+	s.own = append(s.own, false)
 }
 
 // TruncateOplog drops every event but the latest, as when the oplog rolls
@@ -414,7 +489,7 @@ func (s *Store) Open(ctx context.Context, at watch.Position) (watch.Stream, erro
 	if next < s.horizon {
 		return nil, watch.WithClass(watch.HistoryLost, fmt.Errorf("resume at event %d, oplog starts at %d: %w", next, s.horizon, watch.ErrHistoryLost))
 	}
-	return &stream{s: s, next: next}, nil
+	return &stream{s: s, next: next, dropOwn: s.DropOwnEvents}, nil
 }
 
 // streamFault marks an injected stream failure transient (a network
@@ -427,8 +502,9 @@ func streamFault(err error) error {
 }
 
 type stream struct {
-	s    *Store
-	next int
+	s       *Store
+	next    int
+	dropOwn bool // skip the events Apply emitted (Store.DropOwnEvents)
 }
 
 func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
@@ -440,6 +516,10 @@ func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
 	}
 	if err := s.fail("stream.next"); err != nil {
 		return watch.Event{}, false, streamFault(err)
+	}
+	for st.dropOwn && st.next < len(s.oplog) && s.own[st.next] {
+		st.next++
+		s.stats.OwnDropped++
 	}
 	if st.next >= len(s.oplog) {
 		return watch.Event{}, false, nil

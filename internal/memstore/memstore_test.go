@@ -66,7 +66,7 @@ func TestFail(t *testing.T) {
 		return nil
 	}
 	w := &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: materialize.UserStats{Submission: 5}}, {User: "b", Stats: materialize.UserStats{Submission: 6}}}}
-	if err := st.Apply(ctx, w); !errors.Is(err, memstore.ErrInjected) {
+	if _, err := st.Apply(ctx, w); !errors.Is(err, memstore.ErrInjected) {
 		t.Errorf("Apply: %v, want the injected failure", err)
 	}
 	if a, b := st.Get(materialize.CollUser, "a"), st.Get(materialize.CollUser, "b"); !w.Users[0].Stats.MatchesStored(a) || !bytes.Equal(b, user("b", 0)) {
@@ -160,10 +160,101 @@ func TestApplyNoop(t *testing.T) {
 	}
 	n := st.OplogLen()
 	stats, _ := materialize.DecodeUserStats(user("a", 2))
-	if err := st.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: stats}}}); err != nil {
+	if _, err := st.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: stats}}}); err != nil {
 		t.Fatal(err)
 	}
 	if st.OplogLen() != n || st.Stats().NoopWrites != 1 {
 		t.Errorf("a no-op write: oplog %d events (had %d), %d no-op writes", st.OplogLen(), n, st.Stats().NoopWrites)
+	}
+}
+
+// TestDropOwnEvents: a stream opened with DropOwnEvents skips exactly the
+// events Apply emitted (the echoes of derived writes) and counts them; a
+// stream opened without it delivers them.
+func TestDropOwnEvents(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	if err := st.Insert(materialize.CollUser, user("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	stats, _ := materialize.DecodeUserStats(user("a", 3))
+	if _, err := st.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "a", Stats: stats}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Update(materialize.CollUser, user("a", 4), []string{"submission"}); err != nil {
+		t.Fatal(err)
+	}
+	ops := func(drop bool) []materialize.Op {
+		st.DropOwnEvents = drop
+		s, err := st.Open(ctx, watch.Position{StartAt: bson.Timestamp{T: 1, I: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []materialize.Op
+		for {
+			ev, ok, err := s.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				return out
+			}
+			out = append(out, ev.Change.Op)
+		}
+	}
+	if got := ops(false); !slices.Equal(got, []materialize.Op{materialize.OpInsert, materialize.OpUpdate, materialize.OpUpdate}) {
+		t.Errorf("without DropOwnEvents: %v, want the insert, the echo and the foreign update", got)
+	}
+	if got := ops(true); !slices.Equal(got, []materialize.Op{materialize.OpInsert, materialize.OpUpdate}) || st.Stats().OwnDropped != 1 {
+		t.Errorf("with DropOwnEvents: %v (%d dropped), want the insert and the foreign update, one echo dropped", got, st.Stats().OwnDropped)
+	}
+}
+
+// TestUpdateEventCarriesMove: an update naming user or problem carries
+// their new values as watch.Pipeline projects them (moved), so the
+// decoded change says where the submission went.
+func TestUpdateEventCarriesMove(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	id := bson.NewObjectID()
+	sub := func(user string, problem int32) bson.Raw {
+		b, err := bson.Marshal(bson.D{{Key: "_id", Value: id}, {Key: "user", Value: user}, {Key: "problem", Value: problem},
+			{Key: "timestamp", Value: bson.DateTime(0)}, {Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if err := st.Insert(materialize.CollSubmission, sub("a", 7)); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []struct {
+		doc    bson.Raw
+		fields []string
+	}{{sub("b", 7), []string{"user"}}, {sub("b", 8), []string{"problem", "score"}}, {sub("c", 9), []string{"user", "problem"}}, {sub("c", 9), []string{"score"}}} {
+		if err := st.Update(materialize.CollSubmission, u.doc, u.fields); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := st.Open(ctx, watch.Position{StartAt: bson.Timestamp{T: 1, I: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []materialize.Move
+	for {
+		ev, ok, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if ev.Change.Op == materialize.OpUpdate {
+			got = append(got, ev.Change.Move)
+		}
+	}
+	want := []materialize.Move{{User: "b", HasUser: true}, {Problem: 8, HasProblem: true}, {User: "c", Problem: 9, HasUser: true, HasProblem: true}, {}}
+	if !slices.Equal(got, want) {
+		t.Errorf("moves %+v, want %+v", got, want)
 	}
 }

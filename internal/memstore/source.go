@@ -320,10 +320,24 @@ func userKey(name string) string {
 
 // Apply implements watch.Writer. Each write is its own step for failure
 // injection; a write equal to the stored value changes nothing and emits
-// no event (as MongoDB's no-op updates write no oplog entry).
-func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
+// no event (as MongoDB's no-op updates write no oplog entry). Its
+// operationTime is the cluster time of the latest event, the last one it
+// emitted when it emitted any (as a write's operationTime is its last
+// oplog entry's); the store is linearizable, so every later read is
+// after it.
+func (s *Store) Apply(ctx context.Context, w *watch.Writes) (bson.Timestamp, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.apply(w); err != nil {
+		return bson.Timestamp{}, err
+	}
+	if len(s.oplog) == 0 {
+		return bson.Timestamp{}, nil
+	}
+	return clusterTime(len(s.oplog)), nil
+}
+
+func (s *Store) apply(w *watch.Writes) error {
 	s.stats.WriteCalls++
 	for _, uw := range w.Users {
 		if err := s.fail("write.user"); err != nil {
@@ -345,8 +359,8 @@ func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
 		s.putOwned(materialize.CollUser, k, patched)
 		s.stats.UserWrites++
 		id, _ := idOf(patched)
-		s.emit("update", materialize.CollUser, id, nil,
-			[]string{materialize.FieldSubmission, materialize.FieldACSubmission, materialize.FieldACProblemIDs})
+		s.emitOwn("update", materialize.CollUser, id, nil,
+			[]string{materialize.FieldSubmission, materialize.FieldACSubmission, materialize.FieldACProblemIDs}, true)
 	}
 	// Entries are applied in order, one failure-injection step each, but a
 	// homework document is re-encoded once per call however many of its
@@ -439,7 +453,7 @@ func (s *Store) applyEntries(k string, raw bson.Raw, exists bool, want map[strin
 	s.putOwned(materialize.CollHomework, k, patched)
 	for _, f := range changedFields {
 		s.stats.EntryWrites++
-		s.emit("update", materialize.CollHomework, id, nil, []string{f})
+		s.emitOwn("update", materialize.CollHomework, id, nil, []string{f}, true)
 	}
 	return nil
 }

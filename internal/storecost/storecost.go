@@ -577,11 +577,12 @@ func RecordKeysSize(id bson.ObjectID, pairs []materialize.Pair) int64 {
 }
 
 // Apply implements watch.Writer: one bulk write per collection (per 1000
-// models), each model a filter and a $set.
-func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
+// models), each model a filter and a $set; the operationTime is the
+// inner store's.
+func (s *Store) Apply(ctx context.Context, w *watch.Writes) (bson.Timestamp, error) {
 	defer s.cpuSpan()()
 	t := time.Now()
-	err := s.inner.Apply(ctx, w)
+	at, err := s.inner.Apply(ctx, w)
 	c := call{}
 	c.rt = int64((len(w.Users)+bulkChunk-1)/bulkChunk + (len(w.Entries)+bulkChunk-1)/bulkChunk)
 	hws := map[bson.ObjectID]bool{}
@@ -605,7 +606,7 @@ func (s *Store) Apply(ctx context.Context, w *watch.Writes) error {
 	if s.OnApplied != nil {
 		s.OnApplied()
 	}
-	return err
+	return at, err
 }
 
 // LookupKeys implements watch.KeyIndex (a find on the key index by _id).
@@ -816,6 +817,15 @@ func EventSize(e watch.Event) int64 {
 	}
 	if c.Fields != nil {
 		d = append(d, bson.E{Key: "changedFields", Value: c.Fields})
+	}
+	if c.Op == materialize.OpUpdate && (c.Collection == materialize.CollUser || c.Collection == materialize.CollHomework) {
+		// derivedValues: present on every such update, [] when it set
+		// no derived path.
+		vals := bson.A{}
+		for _, v := range e.Values {
+			vals = append(vals, bson.D{{Key: "k", Value: v.Path}, {Key: "v", Value: v.Value}})
+		}
+		d = append(d, bson.E{Key: "derivedValues", Value: vals})
 	}
 	return size(d) + tokenBytes + 5 // "_id" element: type byte, "_id\x00", the token document
 }

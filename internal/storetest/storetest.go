@@ -480,8 +480,18 @@ func testApplyWrites(t *testing.T, open Open) {
 		Users:   []watch.UserWrite{{User: "bob", Stats: us}},
 		Entries: []watch.EntryWrite{{Homework: hw1, User: "alice", ProblemKey: "1", Entry: e}},
 	}
-	if err := st.Apply(ctx, w); err != nil {
+	at, err := st.Apply(ctx, w)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Its operationTime is known and the store's clock has reached it
+	// (the echo rule needs reads after Apply to be causally after it).
+	if at.IsZero() {
+		t.Error("Apply returned a zero operationTime for a write that changed two documents")
+	} else if now, err := st.ClusterTime(ctx); err != nil {
+		t.Fatal(err)
+	} else if now.Before(at) {
+		t.Errorf("Apply's operationTime %v is after the cluster time read after it, %v", at, now)
 	}
 	after := read()
 	k := func(v any) string {
@@ -506,7 +516,7 @@ func testApplyWrites(t *testing.T, open Open) {
 		}
 	}
 	// Applying the same values again changes nothing.
-	if err := st.Apply(ctx, w); err != nil {
+	if _, err := st.Apply(ctx, w); err != nil {
 		t.Fatal(err)
 	}
 	sameDocs(t, "Apply again", after, read(), nil)
@@ -530,7 +540,7 @@ func testApplyNeverUpserts(t *testing.T, open Open) {
 			{Homework: hw3, User: "alice", ProblemKey: "1", Entry: e}, // studentStatus is not a document
 		},
 	}
-	if err := st.Apply(ctx, w); err != nil && !errors.Is(err, watch.ErrWriteRejected) {
+	if _, err := st.Apply(ctx, w); err != nil && !errors.Is(err, watch.ErrWriteRejected) {
 		t.Fatal(err)
 	}
 	sameDocs(t, "Apply to what does not exist", before, read(), nil)
