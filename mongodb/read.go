@@ -190,10 +190,20 @@ func (c *readCollector) finish(ctx context.Context, byID byIDReader) (*watch.Rea
 // result is ReadSeparately's. Exceptions, each left to ReadSeparately or
 // to one more round trip, exact either way: a part over queryTerms terms
 // (readParts); the submissions UserStats leaves to the Go decoder (read
-// by _id, as UserStats does); a result document the wrapper takes over
-// the 16 MiB document limit (BSONObjectTooLarge, 10334: a projected
-// homework within a few bytes of it), read again separately, since no
-// separate read would hit it.
+// by _id, as UserStats does); a result the server refuses as too large
+// (BSONObjectTooLarge, 10334), read again separately.
+//
+// The wrapper itself never causes the last. It adds 17 bytes to a part's
+// document (the tag's element, d's header), and the server refuses a
+// result document only over its internal limit, 16 MiB + 16 KiB
+// ("BSONObj size: ... is invalid. Size must be between 0 and
+// 16793600(16MB)"; the server's jstests/core/query/bson_size_limit.js
+// returns an aggregate result over 16 MiB). A part's document is either
+// a projection of a stored document (at most 16 MiB) or a UserStats
+// result, which its separate read returns unwrapped: only a UserStats
+// result within 17 bytes of the limit (other listing some 800,000
+// undecodable submissions of one user) is refused wrapped and not
+// alone, and one over it is refused by the separate read the same way.
 //
 // The aggregate needs find on each collection it reads (the server checks
 // find on each $unionWith's collection), which the role in

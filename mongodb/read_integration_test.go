@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/watch"
 )
@@ -124,5 +126,57 @@ func TestIntegrationReadOneRoundTrip(t *testing.T) {
 				t.Errorf("Read =\n%s\nReadSeparately =\n%s", dump(g), dump(w))
 			}
 		})
+	}
+}
+
+// TestIntegrationReadGetMore: on a real server, a Read whose result is
+// over what one reply holds (20 homeworks of 1 MiB each, and more
+// problems than the default first batch of 101) continues in getMores
+// of the same cursor, each with the aggregate's batch size (which the
+// server accepts on getMore), and returns what ReadSeparately returns.
+func TestIntegrationReadGetMore(t *testing.T) {
+	db, sent := monitoredDB(t)
+	ctx := testCtx(t)
+	pad := strings.Repeat("x", 1<<20)
+	var docs materialize.Docs
+	r := &watch.Reads{}
+	for i := range 20 {
+		id := bson.ObjectID{0x65, 0xf0, byte(i)}
+		raw, err := bson.Marshal(bson.D{{Key: "_id", Value: id}, {Key: "homeworkName", Value: "h"},
+			{Key: "duration", Value: bson.D{{Key: "start", Value: bson.DateTime(1)}, {Key: "end", Value: bson.DateTime(2_000_000_000_000)}}},
+			{Key: "penalty", Value: "score = score"},
+			{Key: "studentStatus", Value: bson.D{{Key: "pad", Value: pad}, {Key: "alice", Value: bson.D{{Key: "1", Value: bson.D{{Key: "score", Value: int32(100)}}}}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs.Homeworks = append(docs.Homeworks, raw)
+		r.Homeworks = append(r.Homeworks, id)
+	}
+	for i := range 300 {
+		raw, err := bson.Marshal(bson.D{{Key: "_id", Value: int64(i)}, {Key: "problemName", Value: "p"}, {Key: "homeworks", Value: bson.A{r.Homeworks[i%20]}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs.Problems = append(docs.Problems, raw)
+		r.Problems = append(r.Problems, int64(i))
+	}
+	load(t, db, docs)
+	sent()
+	got, err := db.Read(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmds := sent(); len(cmds) < 2 || cmds[0] != "aggregate" || cmds[1] != "getMore" {
+		t.Errorf("Read sent %v, want an aggregate, then getMores", cmds)
+	}
+	if len(got.Problems) != 300 || len(got.Homeworks) != 20 {
+		t.Errorf("Read returned %d problems, %d homeworks; want 300, 20", len(got.Problems), len(got.Homeworks))
+	}
+	want, err := watch.ReadSeparately(ctx, db, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := sortedRead(got), sortedRead(want); !reflect.DeepEqual(g, w) {
+		t.Errorf("Read =\n%s\nReadSeparately =\n%s", dump(g), dump(w))
 	}
 }

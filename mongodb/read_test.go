@@ -431,9 +431,9 @@ func TestReadOverQueryTermsSeparately(t *testing.T) {
 	}
 }
 
-// TestReadTooLargeSeparately: a wrapped result over the 16 MiB document
-// limit (BSONObjectTooLarge), which no separate read would hit, is read
-// again separately.
+// TestReadTooLargeSeparately: a result the server refuses as too large
+// (BSONObjectTooLarge) is read again separately (the wrapper never takes
+// a document over the server's limit, 16 MiB + 16 KiB; see Read).
 func TestReadTooLargeSeparately(t *testing.T) {
 	x := testReplies()
 	ctx := context.Background()
@@ -832,4 +832,90 @@ func TestReadAfterOwnWrites(t *testing.T) {
 	if tt, ti, _ := cmds[0].Lookup("readConcern", "afterClusterTime").TimestampOK(); (bson.Timestamp{T: tt, I: ti}) != wrote {
 		t.Errorf("afterClusterTime %v, want the daemon's own write's %v", cmds[0].Lookup("readConcern"), wrote)
 	}
+}
+
+// TestReadRejectsUnexpectedResults: a result that is not {p: <tag of a
+// part read>, d: <document>} fails the Read (a dropped document would be
+// a part read short, and its derived values written wrong); the cursor
+// the failure leaves open is killed.
+func TestReadRejectsUnexpectedResults(t *testing.T) {
+	sub := bson.D{{Key: "_id", Value: bson.ObjectID{1}}, {Key: "user", Value: "alice"}}
+	cases := []struct {
+		name string
+		r    *watch.Reads
+		doc  bson.D
+	}{
+		{"unknown tag", fullReads(), bson.D{{Key: "p", Value: "x"}, {Key: "d", Value: sub}}},
+		{"tag of a part not read", &watch.Reads{Pairs: []materialize.Pair{{User: "alice", Problem: 1}}},
+			bson.D{{Key: "p", Value: partHomeworks}, {Key: "d", Value: sub}}},
+		{"tag not a string", fullReads(), bson.D{{Key: "p", Value: int32(1)}, {Key: "d", Value: sub}}},
+		{"no tag", fullReads(), bson.D{{Key: "d", Value: sub}}},
+		{"d not a document", fullReads(), bson.D{{Key: "p", Value: partUsers}, {Key: "d", Value: "alice"}}},
+		{"d an array", fullReads(), bson.D{{Key: "p", Value: partUsers}, {Key: "d", Value: bson.A{sub}}}},
+		{"no d", fullReads(), bson.D{{Key: "p", Value: partSubmissions}}},
+		{"not wrapped", fullReads(), sub},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, md, sent := mockDB(t)
+			md.AddResponses(
+				bson.D{{Key: "ok", Value: 1}, {Key: "cursor", Value: bson.D{{Key: "id", Value: int64(42)}, {Key: "ns", Value: "normal-oj.submission"},
+					{Key: "firstBatch", Value: bson.A{c.doc}}}}},
+				bson.D{{Key: "ok", Value: 1}, {Key: "cursorsKilled", Value: bson.A{int64(42)}}})
+			got, err := d.Read(context.Background(), c.r)
+			if err == nil {
+				t.Fatalf("Read of %v = %s, want an error", c.doc, dump(got))
+			}
+			if names := commandNames(sent()); !slices.Equal(names, []string{"aggregate", "killCursors"}) {
+				t.Errorf("sent %v, want the aggregate and the killCursors of its cursor", names)
+			}
+		})
+	}
+}
+
+// TestReadGetMoreErrors: a getMore that fails fails the Read, marked with
+// the class of the getMore's error (a Read short of its later batches
+// would derive and write values from part of the documents).
+func TestReadGetMoreErrors(t *testing.T) {
+	all := testReplies().combinedDocs()
+	cases := []struct {
+		reply bson.D
+		class watch.Class
+	}{
+		{commandError(43, "CursorNotFound", "cursor id 42 not found"), watch.Transient},
+		{commandError(237, "CursorKilled", "killed"), watch.Overloaded},
+		{commandError(91, "ShutdownInProgress", "shutting down"), watch.Transient},
+		{commandError(175, "QueryPlanKilled", "collection dropped"), watch.Transient},
+		{commandError(13, "Unauthorized", "not authorized"), watch.Unauthorized},
+		{commandError(292, "QueryExceededMemoryLimitNoDiskUseAllowed", "exceeded memory limit"), watch.Unclassified},
+	}
+	for _, c := range cases {
+		t.Run(lookupD(c.reply, "codeName").(string), func(t *testing.T) {
+			d, md, sent := mockDB(t)
+			md.AddResponses(
+				bson.D{{Key: "ok", Value: 1}, {Key: "cursor", Value: bson.D{{Key: "id", Value: int64(42)}, {Key: "ns", Value: "normal-oj.submission"}, {Key: "firstBatch", Value: all[:2]}}}},
+				c.reply)
+			got, err := d.Read(context.Background(), fullReads())
+			if err == nil {
+				t.Fatalf("Read = %s after a failed getMore, want an error", dump(got))
+			}
+			if cl := watch.ClassOf(err); cl != c.class {
+				t.Errorf("Read: class %s (%v), want %s", cl, err, c.class)
+			}
+			if names := commandNames(sent()); len(names) < 2 || names[1] != "getMore" {
+				t.Errorf("sent %v, want the aggregate, then a getMore", names)
+			}
+		})
+	}
+}
+
+// commandNames are the names of cmds.
+func commandNames(cmds []bson.Raw) []string {
+	var out []string
+	for _, c := range cmds {
+		if e, err := c.IndexErr(0); err == nil {
+			out = append(out, e.Key())
+		}
+	}
+	return out
 }
