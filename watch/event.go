@@ -118,8 +118,9 @@ func Pipeline() bson.A {
 	// homework) would make the event larger than the server's own and
 	// could take it past the 16 MB a change stream returns
 	// (BSONObjectTooLarge): the stream could never pass it. With at most
-	// three values the event stays within a few hundred bytes of the
-	// server's.
+	// three values the event stays within those paths' names and a few
+	// hundred bytes of the server's (whose values are in a document of at
+	// most 16 MB; the limit on an event is 16 MB + 16 KB).
 	updated := bson.M{"$objectToArray": bson.M{"$ifNull": bson.A{"$updateDescription.updatedFields", bson.M{}}}}
 	derived := bson.M{"$cond": bson.A{
 		bson.M{"$and": bson.A{
