@@ -219,3 +219,29 @@ func TestMalformedDerivedValuesRecomputed(t *testing.T) {
 		})
 	}
 }
+
+// TestEchoRecordsPruned: the records of the daemon's writes are kept
+// while the stream has not passed their operationTime (the echoes'
+// batch) and dropped by the first batch whose events are after it, so
+// they are bounded by the writes in flight, not by every path ever
+// written.
+func TestEchoRecordsPruned(t *testing.T) {
+	ctx := context.Background()
+	f, eng, m, next := echoSetup(t)
+	must(eng.ProcessBatch(ctx, next()))
+	if n := testutil.ToFloat64(m.EchoRecords); n != 4 {
+		t.Fatalf("%v records after the landing's batch, want 4 (the user's three fields, the entry)", n)
+	}
+	must(eng.ProcessBatch(ctx, next())) // the echoes: skipped, at or before the write
+	if n := testutil.ToFloat64(m.EchoRecords); n != 4 {
+		t.Errorf("%v records after the echoes' batch, want the 4 kept", n)
+	}
+	// Another writer's write of the same values, after the write: the
+	// stream has passed the records' time.
+	user := f.st.Get(materialize.CollUser, fxUser)
+	must(f.st.Update(materialize.CollUser, user, []string{materialize.FieldSubmission}))
+	must(eng.ProcessBatch(ctx, next()))
+	if n := testutil.ToFloat64(m.EchoRecords); n != 0 {
+		t.Errorf("%v records after a batch past their time, want none", n)
+	}
+}
