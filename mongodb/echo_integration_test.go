@@ -2,6 +2,7 @@ package mongodb
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -46,19 +47,26 @@ func TestIntegrationEchoValues(t *testing.T) {
 	if at.IsZero() {
 		t.Fatal("Apply returned no operationTime")
 	}
-	want := map[string][]byte{}
-	for _, f := range stats.Fields() {
-		tp, data, err := bson.MarshalValue(f.Value)
-		if err != nil {
-			t.Fatal(err)
+	wantOf := func(stats materialize.UserStats, entry materialize.Entry) map[string][]byte {
+		want := map[string][]byte{}
+		for _, f := range stats.Fields() {
+			tp, data, err := bson.MarshalValue(f.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[f.Key] = append([]byte{byte(tp)}, data...)
 		}
-		want[f.Key] = append([]byte{byte(tp)}, data...)
+		want["studentStatus.alice.7"] = append([]byte{byte(bson.TypeEmbeddedDocument)}, entry.AppendBSON(nil)...)
+		return want
 	}
-	want["studentStatus.alice.7"] = append([]byte{byte(bson.TypeEmbeddedDocument)}, entry.AppendBSON(nil)...)
-	check := func(ev watch.Event) {
+	check := func(ev watch.Event, want map[string][]byte, fields ...string) {
 		t.Helper()
 		if at.Before(ev.ClusterTime) {
 			t.Errorf("echo at %v, after the write's operationTime %v", ev.ClusterTime, at)
+		}
+		got := slices.Sorted(slices.Values(ev.Change.Fields)) // the server's order is its own
+		if !slices.Equal(got, slices.Sorted(slices.Values(fields))) {
+			t.Errorf("changed fields %v, want %v (each $set path whole, the unchanged ones left out)", ev.Change.Fields, fields)
 		}
 		if len(ev.Values) != len(ev.Change.Fields) {
 			t.Errorf("%d values for fields %v: %+v", len(ev.Values), ev.Change.Fields, ev.Values)
@@ -70,14 +78,42 @@ func TestIntegrationEchoValues(t *testing.T) {
 			}
 		}
 	}
-	check(mustEvent(t, st, materialize.CollUser, materialize.OpUpdate))
-	check(mustEvent(t, st, materialize.CollHomework, materialize.OpUpdate))
+	want := wantOf(stats, entry)
+	check(mustEvent(t, st, materialize.CollUser, materialize.OpUpdate), want,
+		materialize.FieldSubmission, materialize.FieldACSubmission, materialize.FieldACProblemIDs)
+	check(mustEvent(t, st, materialize.CollHomework, materialize.OpUpdate), want, "studentStatus.alice.7")
+	// A second write that grows the array by one element and changes one
+	// field of the entry: a modifier-style $set logs the whole value at
+	// its path ($v:1 on 4.4, the delta oplog's update node from 5.0), not
+	// AC_problem_ids.1 or studentStatus.alice.7.score, and leaves out the
+	// path whose value did not change (AC_submission).
+	stats = materialize.UserStats{Submission: 4, ACSubmission: 1, ACProblemIDs: []int64{7, 3}}
+	entry.Score, entry.SubmissionIDs = 90, slices.Clone(entry.SubmissionIDs)
+	if at, err = db.Apply(ctx, &watch.Writes{Users: []watch.UserWrite{{User: "alice", Stats: stats}},
+		Entries: []watch.EntryWrite{{Homework: hw, User: "alice", ProblemKey: "7", Entry: entry}}}); err != nil {
+		t.Fatal(err)
+	}
+	want = wantOf(stats, entry)
+	check(mustEvent(t, st, materialize.CollUser, materialize.OpUpdate), want, materialize.FieldSubmission, materialize.FieldACProblemIDs)
+	check(mustEvent(t, st, materialize.CollHomework, materialize.OpUpdate), want, "studentStatus.alice.7")
+	// An update of more than watch.MaxDerivedValues fields carries no
+	// values (the event stays within the server's own size).
+	set := bson.D{}
+	for _, p := range []string{"7", "8", "9", "10"} {
+		set = append(set, bson.E{Key: "studentStatus.alice." + p, Value: materialize.StartEntry().Doc()})
+	}
+	if _, err := db.homeworks.UpdateOne(ctx, bson.D{{Key: "_id", Value: hw}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := mustEvent(t, st, materialize.CollHomework, materialize.OpUpdate); len(ev.Change.Fields) != 4 || ev.Values != nil {
+		t.Errorf("an update of 4 entries: fields %v, values %+v, want 4 fields and no values", ev.Change.Fields, ev.Values)
+	}
 	// The same values by someone else, after the write.
-	if _, err := db.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: "alice"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "submission", Value: int32(4)}}}}); err != nil {
+	if _, err := db.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: "alice"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "submission", Value: int32(5)}}}}); err != nil {
 		t.Fatal(err)
 	}
 	mustEvent(t, st, materialize.CollUser, materialize.OpUpdate)
-	if _, err := db.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: "alice"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "submission", Value: int32(3)}}}}); err != nil {
+	if _, err := db.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: "alice"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "submission", Value: int32(4)}}}}); err != nil {
 		t.Fatal(err)
 	}
 	ev := mustEvent(t, st, materialize.CollUser, materialize.OpUpdate)

@@ -2,6 +2,7 @@ package mongodb
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -287,5 +288,57 @@ func TestPipelineDerivedValues(t *testing.T) {
 	}
 	if tp != bson.TypeEmbeddedDocument || !bytes.Equal(data, entry.AppendBSON(nil)) {
 		t.Errorf("the entry written by the adapter reads back as %x, the engine records %x", data, entry.AppendBSON(nil))
+	}
+}
+
+// TestPipelineEventNoLargerThanTheServers: the projected event is never
+// larger than the server's own change event (plus a few hundred bytes),
+// whatever an update of a user or a homework set, so an event the server
+// can build fits in the 16 MiB (+16 KiB) a change stream may return
+// (BSONObjectTooLarge, 10334, otherwise: the stream could not pass it).
+// derivedValues ships values only for updates of at most three fields
+// (the daemon's writes: one entry, or a user's three fields): an update
+// of many entries in one statement (the Back-End's dotted $set of every
+// entry of a large homework) would carry each path twice (changedFields,
+// and k beside its value) and outgrow the server's event.
+func TestPipelineEventNoLargerThanTheServers(t *testing.T) {
+	hw := bson.NewObjectID()
+	entryDoc := materialize.StartEntry().Doc()
+	entries := func(n int) bson.D {
+		var d bson.D
+		for i := range n {
+			d = append(d, bson.E{Key: fmt.Sprintf("studentStatus.student%05d.%d", i, 100+i%7), Value: entryDoc})
+		}
+		return d
+	}
+	users := bson.D{{Key: "submission", Value: int32(4)}, {Key: "AC_submission", Value: int32(2)}, {Key: "AC_problem_ids", Value: bson.A{int32(7), int32(3)}}}
+	cases := []struct {
+		name  string
+		event bson.D
+		vals  int // derivedValues shipped
+	}{
+		{"one entry", changeEvent("update", "homework", key(hw), update(entries(1), bson.A{}, bson.A{})), 1},
+		{"three entries", changeEvent("update", "homework", key(hw), update(entries(3), bson.A{}, bson.A{})), 3},
+		{"four entries", changeEvent("update", "homework", key(hw), update(entries(4), bson.A{}, bson.A{})), 0},
+		{"every entry of a homework", changeEvent("update", "homework", key(hw), update(entries(2000), bson.A{}, bson.A{})), 0},
+		{"a user's derived fields", changeEvent("update", "user", key("alice"), update(users, bson.A{}, bson.A{})), 3},
+		{"a user's derived fields and another", changeEvent("update", "user", key("alice"),
+			update(append(bson.D{{Key: "md5", Value: "x"}}, users...), bson.A{}, bson.A{})), 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := runPipeline([]bson.D{norm(c.event).(bson.D)}, norm(watch.Pipeline()).(bson.A))
+			if len(out) != 1 {
+				t.Fatalf("kept %d events, want 1", len(out))
+			}
+			vals, _ := lookupD(out[0], "derivedValues").(bson.A)
+			if len(vals) != c.vals {
+				t.Errorf("%d derivedValues, want %d", len(vals), c.vals)
+			}
+			in, got := len(rawOf(norm(c.event).(bson.D))), len(rawOf(out[0]))
+			if got > in+512 {
+				t.Errorf("projected event of %d bytes, the server's is %d", got, in)
+			}
+		})
 	}
 }

@@ -20,7 +20,9 @@ import (
 //	(a) every path it changed (Change.Fields: updatedFields only, no
 //	    removedFields or truncatedArrays) is a path the daemon writes: a
 //	    user's three derived fields, or studentStatus.<user>.<problem key>
-//	    whose user and key hold no '.' and start with no '$';
+//	    whose user and key hold no '.' and start with no '$' (and the
+//	    update set at most MaxDerivedValues fields: Pipeline ships no
+//	    values otherwise, so a larger update is never skipped);
 //	(b) the event's value of each path (Event.Values) is byte for byte the
 //	    BSON the daemon's last acknowledged write of that path set; and
 //	(c) the event's cluster time is not zero and not after that write's

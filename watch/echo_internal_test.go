@@ -74,6 +74,8 @@ func TestEchoesMatch(t *testing.T) {
 
 		{"(b) another value", userEvent(T, userFields, bson.D{{Key: "submission", Value: int32(2)}, userValues[1], userValues[2]}), false},
 		{"(b) the same number as a long (not the same bytes)", userEvent(T, userFields, bson.D{{Key: "submission", Value: int64(3)}, userValues[1], userValues[2]}), false},
+		{"(b) the array's bytes as a document (the same bytes, another type)", userEvent(T, userFields,
+			bson.D{userValues[0], userValues[1], {Key: "AC_problem_ids", Value: bson.D{{Key: "0", Value: int32(7)}}}}), false},
 		{"(b) the entry's keys in another order", entryEvent(T, []string{entryPath}, bson.D{{Key: entryPath, Value: bson.D{entryDoc[1], entryDoc[0], entryDoc[2], entryDoc[3]}}}), false},
 		{"(b) the entry without rawScore", entryEvent(T, []string{entryPath}, bson.D{{Key: entryPath, Value: entryDoc[:3]}}), false},
 

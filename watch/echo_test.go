@@ -219,3 +219,98 @@ func TestMalformedDerivedValuesRecomputed(t *testing.T) {
 		})
 	}
 }
+
+// TestEchoRecordsPruned: the records of the daemon's writes are kept
+// while the stream has not passed their operationTime (the echoes'
+// batch) and dropped by the first batch whose events are after it, so
+// they are bounded by the writes in flight, not by every path ever
+// written.
+func TestEchoRecordsPruned(t *testing.T) {
+	ctx := context.Background()
+	f, eng, m, next := echoSetup(t)
+	must(eng.ProcessBatch(ctx, next()))
+	if n := testutil.ToFloat64(m.EchoRecords); n != 4 {
+		t.Fatalf("%v records after the landing's batch, want 4 (the user's three fields, the entry)", n)
+	}
+	must(eng.ProcessBatch(ctx, next())) // the echoes: skipped, at or before the write
+	if n := testutil.ToFloat64(m.EchoRecords); n != 4 {
+		t.Errorf("%v records after the echoes' batch, want the 4 kept", n)
+	}
+	// Another writer's write of the same values, after the write: the
+	// stream has passed the records' time.
+	user := f.st.Get(materialize.CollUser, fxUser)
+	must(f.st.Update(materialize.CollUser, user, []string{materialize.FieldSubmission}))
+	must(eng.ProcessBatch(ctx, next()))
+	if n := testutil.ToFloat64(m.EchoRecords); n != 0 {
+		t.Errorf("%v records after a batch past their time, want none", n)
+	}
+}
+
+// beforeApply runs hook once, with the writes, before the first Apply
+// that writes.
+type beforeApply struct {
+	*memstore.Store
+	hook func(w *watch.Writes)
+}
+
+func (b *beforeApply) Apply(ctx context.Context, w *watch.Writes) (bson.Timestamp, error) {
+	if w.Len() > 0 && b.hook != nil {
+		b.hook(w)
+		b.hook = nil
+	}
+	return b.Store.Apply(ctx, w)
+}
+
+// TestSameValueWrittenFirstByAnotherInstanceSkippedAndConverged: another
+// instance (a deposed leader's late write) writes exactly the values the
+// daemon is about to write, then the landed submission moves to another
+// user, both before the daemon's own write, which then changes nothing
+// (no event of its own). The other instance's events are at or before
+// the daemon's operationTime with the daemon's values: they are skipped;
+// the move after them is recomputed against what the paths then hold,
+// and the state converges.
+func TestSameValueWrittenFirstByAnotherInstanceSkippedAndConverged(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	must(f.st.Load(materialize.CollUser, mtest.Raw("_id", "bob", "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	drain(t, f.st)
+	cp, _, err := f.st.LoadCheckpoint(ctx)
+	must(err)
+	id := f.submit(t, f.end.Add(-time.Hour))
+	f.land(t, id, 0, 100)
+	stream, err := f.st.Open(ctx, watch.Position{Token: cp.Token})
+	must(err)
+	next := func() []watch.Event {
+		var evs []watch.Event
+		for {
+			ev, ok, err := stream.Next(ctx)
+			must(err)
+			if !ok {
+				return evs
+			}
+			evs = append(evs, ev)
+		}
+	}
+	st := &beforeApply{Store: f.st, hook: func(w *watch.Writes) {
+		if _, err := f.st.Apply(ctx, w); err != nil { // the other instance's identical write
+			t.Fatal(err)
+		}
+		must(f.st.Update(materialize.CollSubmission, setFields(f.st.Get(materialize.CollSubmission, id), "user", "bob"), []string{"user"}))
+	}}
+	m := watch.NewMetrics(nil)
+	eng := &watch.Engine{Store: st, Feed: f.st, Checkpoints: f.st, Log: zerolog.Nop(), Metrics: m}
+	must(eng.ProcessBatch(ctx, next()))
+	batch := next()
+	if len(batch) != 3 {
+		t.Fatalf("setup: %d events after the landing's batch, want the other instance's 2 writes and the move", len(batch))
+	}
+	must(eng.ProcessBatch(ctx, batch))
+	if n := testutil.ToFloat64(m.EchoesSkipped); n != 2 {
+		t.Errorf("%v events skipped, want the other instance's 2 writes of the daemon's values", n)
+	}
+	must(eng.ProcessBatch(ctx, next())) // the correction's echoes
+	if u := f.user(t); u.Submission != 0 {
+		t.Errorf("alice %+v after the move, want no submission", u)
+	}
+	checkConverged(t, f.st, "after the other instance's write and the move")
+}

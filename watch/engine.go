@@ -266,6 +266,7 @@ func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
 	// Echoes are skipped only within one stream of this engine: after a
 	// reopening (an error, a lease regained) they are recomputed.
 	e.echoes.reset()
+	e.Metrics.EchoRecords.Set(0)
 	st, err := e.Feed.Open(ctx, Position{Token: cp.Token, StartAt: cp.StartAt})
 	if err != nil {
 		return e.fault(ctx, PhaseStreamOpen, fmt.Errorf("open change stream: %w", err))
@@ -472,6 +473,7 @@ func (e *Engine) ProcessBatch(ctx context.Context, events []Event) error {
 // rebuild.
 func (e *Engine) processBatch(ctx context.Context, events []Event) (rebuilt bool, err error) {
 	start := e.Now()
+	defer func() { e.Metrics.EchoRecords.Set(float64(e.echoes.len())) }()
 	if len(events) > 0 {
 		// The stream's events are in cluster time order: no event from
 		// here on can be the echo of a write acknowledged before this one.

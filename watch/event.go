@@ -110,13 +110,26 @@ func Pipeline() bson.A {
 		}},
 		"$$REMOVE",
 	}}
+	// derivedValues: only for an update that set at most
+	// MaxDerivedValues fields (the daemon's own writes set one entry, or
+	// a user's three derived fields). Each value shipped carries its path
+	// twice (changedFields, and k beside it), so an update of many
+	// entries in one statement (a dotted $set of every entry of a large
+	// homework) would make the event larger than the server's own and
+	// could take it past the 16 MB a change stream returns
+	// (BSONObjectTooLarge): the stream could never pass it. With at most
+	// three values the event stays within those paths' names and a few
+	// hundred bytes of the server's (whose values are in a document of at
+	// most 16 MB; the limit on an event is 16 MB + 16 KB).
+	updated := bson.M{"$objectToArray": bson.M{"$ifNull": bson.A{"$updateDescription.updatedFields", bson.M{}}}}
 	derived := bson.M{"$cond": bson.A{
 		bson.M{"$and": bson.A{
 			bson.M{"$eq": bson.A{"$operationType", "update"}},
 			bson.M{"$in": bson.A{"$ns.coll", bson.A{materialize.CollUser, materialize.CollHomework}}},
+			bson.M{"$lte": bson.A{bson.M{"$size": updated}, MaxDerivedValues}},
 		}},
 		bson.M{"$filter": bson.M{
-			"input": bson.M{"$objectToArray": bson.M{"$ifNull": bson.A{"$updateDescription.updatedFields", bson.M{}}}},
+			"input": updated,
 			"as":    "f",
 			"cond":  derivedPathExpr("$$f.k"),
 		}},
@@ -153,6 +166,11 @@ func Pipeline() bson.A {
 		}},
 	}
 }
+
+// MaxDerivedValues is the most fields an update may set for Pipeline to
+// ship its derived paths' values (derivedValues): a user's three derived
+// fields. The daemon's entry writes set one path each.
+const MaxDerivedValues = 3
 
 // derivedPathExpr is the aggregation expression that is true when path
 // (an expression giving a dotted path of an updated field) is a path the

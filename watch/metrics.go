@@ -17,6 +17,7 @@ type Metrics struct {
 	WritesSkipped   *prometheus.CounterVec // kind: user, entry (equal to stored)
 	WritesRejected  prometheus.Counter
 	EchoesSkipped   prometheus.Counter // change events of the daemon's own writes, skipped (echoes)
+	EchoRecords     prometheus.Gauge   // derived paths whose last write's echoes may still come (echoes)
 	PenaltyErrors   prometheus.Counter
 	Malformed       *prometheus.CounterVec // by collection
 	Rebuilds        *prometheus.CounterVec // reason
@@ -52,6 +53,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Derived values not written because the stored value was already equal, by kind."}, []string{"kind"}),
 		WritesRejected: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "writes_rejected_total",
 			Help: "Bulk writes with derived values the server refused for good (e.g. a document over 16 MB); reported and skipped."}),
+		EchoRecords: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "echo_records",
+			Help: "Derived paths whose last acknowledged write is recorded for the echo test: the writes the stream has not passed yet."}),
 		EchoesSkipped: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "echoes_skipped_total",
 			Help: "Change events skipped as the echoes of the daemon's own acknowledged writes (same paths, same values, not after the write's operationTime)."}),
 		PenaltyErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "penalty_errors_total",
@@ -108,7 +111,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.Events, m.BadEvents, m.Batches, m.KeysRecomputed, m.Writes, m.WritesSkipped, m.WritesRejected, m.EchoesSkipped,
+		reg.MustRegister(m.Events, m.BadEvents, m.Batches, m.KeysRecomputed, m.Writes, m.WritesSkipped, m.WritesRejected, m.EchoesSkipped, m.EchoRecords,
 			m.PenaltyErrors, m.Malformed, m.Rebuilds, m.Restarts, m.Checkpoints, m.LagSeconds, m.StreamOpen,
 			m.LeaseHeld, m.LeaseEpoch, m.CacheDeletes, m.CacheFailures, m.BatchSeconds, m.UnresolvedPairs,
 			m.MongoDBUp, m.Decisions)

@@ -336,7 +336,9 @@ func (s *Store) emitOwn(op, coll string, id bson.RawValue, doc bson.Raw, fields 
 		}
 		ev = append(ev, bson.E{Key: "changedFields", Value: fields})
 		if coll == materialize.CollUser || coll == materialize.CollHomework {
-			ev = append(ev, bson.E{Key: "derivedValues", Value: s.derivedValues(coll, id, fields)})
+			if vals, ok := s.derivedValues(coll, id, fields); ok {
+				ev = append(ev, bson.E{Key: "derivedValues", Value: vals})
+			}
 		}
 	}
 	raw, err := bson.Marshal(ev)
@@ -352,21 +354,27 @@ func (s *Store) emitOwn(op, coll string, id bson.RawValue, doc bson.Raw, fields 
 // value now}] for each path that is a derived path (watch.DerivedPath).
 // The values are read from the stored document (the update's result),
 // dotted paths walking documents and, by index, arrays, as the server's
-// updatedFields would show them.
-func (s *Store) derivedValues(coll string, id bson.RawValue, fields []string) bson.A {
-	out := bson.A{}
+// updatedFields would show them; a field the document no longer holds
+// was removed. ok is false, as the pipeline ships none, when the update
+// set more than watch.MaxDerivedValues fields.
+func (s *Store) derivedValues(coll string, id bson.RawValue, fields []string) (vals bson.A, ok bool) {
+	vals = bson.A{}
 	doc := s.colls[coll][docKey(id)]
+	updated := 0
 	for _, f := range fields {
-		if !watch.DerivedPath(coll, f) {
-			continue
+		v, found := lookupPath(doc, f)
+		if !found {
+			continue // removed
 		}
-		v, ok := lookupPath(doc, f)
-		if !ok {
-			continue
+		updated++
+		if watch.DerivedPath(coll, f) {
+			vals = append(vals, bson.D{{Key: "k", Value: f}, {Key: "v", Value: v}})
 		}
-		out = append(out, bson.D{{Key: "k", Value: f}, {Key: "v", Value: v}})
 	}
-	return out
+	if updated > watch.MaxDerivedValues {
+		return nil, false
+	}
+	return vals, true
 }
 
 // lookupPath returns the value at dotted path in doc.

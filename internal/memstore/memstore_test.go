@@ -258,3 +258,75 @@ func TestUpdateEventCarriesMove(t *testing.T) {
 		t.Errorf("moves %+v, want %+v", got, want)
 	}
 }
+
+// TestUpdateEventDerivedValues: an update of a homework or user carries
+// the new values of its derived paths, as watch.Pipeline ships them: only
+// when it set at most watch.MaxDerivedValues fields (a removed field does
+// not count), none at all otherwise.
+func TestUpdateEventDerivedValues(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	hw := bson.NewObjectID()
+	entry := bson.D{{Key: "score", Value: int32(0)}, {Key: "problemStatus", Value: nil}, {Key: "submissionIds", Value: bson.A{}}}
+	doc := func(keys ...string) bson.Raw {
+		alice := bson.D{}
+		for _, k := range keys {
+			alice = append(alice, bson.E{Key: k, Value: entry})
+		}
+		b, err := bson.Marshal(bson.D{{Key: "_id", Value: hw}, {Key: "studentStatus", Value: bson.D{{Key: "alice", Value: alice}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if err := st.Insert(materialize.CollHomework, doc("1", "2", "3", "4")); err != nil {
+		t.Fatal(err)
+	}
+	paths := func(keys ...string) []string {
+		var out []string
+		for _, k := range keys {
+			out = append(out, "studentStatus.alice."+k)
+		}
+		return out
+	}
+	cases := []struct {
+		doc    bson.Raw
+		fields []string
+		values int // -1: none shipped
+	}{
+		{doc("1", "2", "3", "4"), paths("1"), 1},
+		{doc("1", "2", "3", "4"), paths("1", "2", "3"), 3},
+		{doc("1", "2", "3", "4"), paths("1", "2", "3", "4"), -1},
+		{doc("1", "2", "3"), paths("1", "2", "3", "4"), 3}, // 4 removed
+	}
+	for _, c := range cases {
+		if err := st.Update(materialize.CollHomework, c.doc, c.fields); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := st.Open(ctx, watch.Position{StartAt: bson.Timestamp{T: 1, I: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	for {
+		ev, ok, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if ev.Change.Op != materialize.OpUpdate {
+			continue
+		}
+		want := cases[i].values
+		if (want < 0) != (ev.Values == nil) || (want >= 0 && len(ev.Values) != want) {
+			t.Errorf("update %d of %v: values %+v, want %d (-1: none)", i, cases[i].fields, ev.Values, want)
+		}
+		i++
+	}
+	if i != len(cases) {
+		t.Fatalf("%d update events, want %d", i, len(cases))
+	}
+}

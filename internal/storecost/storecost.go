@@ -818,9 +818,10 @@ func EventSize(e watch.Event) int64 {
 	if c.Fields != nil {
 		d = append(d, bson.E{Key: "changedFields", Value: c.Fields})
 	}
-	if c.Op == materialize.OpUpdate && (c.Collection == materialize.CollUser || c.Collection == materialize.CollHomework) {
-		// derivedValues: present on every such update, [] when it set
-		// no derived path.
+	if c.Op == materialize.OpUpdate && (c.Collection == materialize.CollUser || c.Collection == materialize.CollHomework) &&
+		len(c.Fields) <= watch.MaxDerivedValues {
+		// derivedValues: present on every such update of at most
+		// watch.MaxDerivedValues fields, [] when it set no derived path.
 		vals := bson.A{}
 		for _, v := range e.Values {
 			vals = append(vals, bson.D{{Key: "k", Value: v.Path}, {Key: "v", Value: v.Value}})
