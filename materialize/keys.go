@@ -48,14 +48,20 @@ type Change struct {
 	Fields []string
 
 	// Move is where an update of a submission that set its user and/or
-	// problem moved it (the projected updatedFields): the zero Move when
-	// the update set neither, or left a value no submission decodes with.
+	// problem moved it (the projected updatedFields), each half that
+	// decodes: the zero Move when the update set neither, or only values
+	// no submission decodes with. Of an insert or replace whose
+	// fullDocument has one half that decodes and one that does not (no
+	// Pair), it is that half: a later update setting the other half
+	// enters a pair with it.
 	Move Move
 }
 
-// Move is what an update event tells of a submission's new pair: the new
-// user, the new problem, or both. The half it does not set is the one the
-// submission had before the update, which the event does not carry.
+// Move is what an event tells of the halves of a submission's new pair:
+// the new user, the new problem, or both. The half it does not set is the
+// one the submission had before the event, which the event does not carry
+// (or, if the other half became undecodable, the submission is in no
+// pair: pairing the half with those known is then a harmless superset).
 type Move struct {
 	User       string
 	Problem    int64
@@ -87,10 +93,21 @@ type Keys struct {
 	// carried (inserts, replaces, updates setting both user and problem;
 	// none for other updates and deletes).
 	Submissions map[bson.ObjectID][]Pair
-	// Moves maps a submission to the updates of the batch that set only
-	// one half of its pair (Move.HasUser or Move.HasProblem): its new
+	// Moves maps a submission to the events of the batch that carried
+	// only one half of its pair (Move.HasUser or Move.HasProblem): its new
 	// pair is that half with the other half of a pair it had before.
-	Moves         map[bson.ObjectID][]Move
+	Moves map[bson.ObjectID][]Move
+	// LeavesPrior marks a submission whose first event of the batch that
+	// may change its pair is not its insert (a replace, a delete, an
+	// update naming user or problem): the events leave the pair it had
+	// before the batch, and an update setting one half enters that half
+	// with the other half of it, which only the key index records (false:
+	// its insert came first, so the events carry every half it had).
+	LeavesPrior map[bson.ObjectID]bool
+	// Unknown holds the submissions with an update whose changed fields
+	// are unknown (no changedFields, so no moved either): it may have
+	// moved them where neither an event nor the reads show.
+	Unknown       map[bson.ObjectID]struct{}
 	Homeworks     map[bson.ObjectID]struct{}
 	HomeworkUsers map[HomeworkUser]struct{}
 	Problems      map[int64]struct{}
@@ -110,6 +127,8 @@ func NewKeys() *Keys {
 		Pairs:         make(map[Pair]map[bson.ObjectID]struct{}),
 		Submissions:   make(map[bson.ObjectID][]Pair),
 		Moves:         make(map[bson.ObjectID][]Move),
+		LeavesPrior:   make(map[bson.ObjectID]bool),
+		Unknown:       make(map[bson.ObjectID]struct{}),
 		Homeworks:     make(map[bson.ObjectID]struct{}),
 		HomeworkUsers: make(map[HomeworkUser]struct{}),
 		Problems:      make(map[int64]struct{}),
@@ -153,6 +172,14 @@ func (k *Keys) Merge(o *Keys) {
 	for id, ps := range o.Submissions {
 		k.Submissions[id] = appendNew(k.Submissions[id], ps...)
 	}
+	for id, v := range o.LeavesPrior {
+		if _, ok := k.LeavesPrior[id]; !ok { // o's events are later
+			k.LeavesPrior[id] = v
+		}
+	}
+	for id := range o.Unknown {
+		k.Unknown[id] = struct{}{}
+	}
 	for id, ms := range o.Moves {
 		for _, m := range ms {
 			if !slices.Contains(k.Moves[id], m) {
@@ -185,6 +212,12 @@ var (
 	problemFields    = []string{"homeworks"}
 	userFields       = []string{FieldSubmission, FieldACSubmission, FieldACProblemIDs}
 )
+
+// movesSubmission reports whether changed path f may change which pair a
+// submission belongs to: its user or problem, or a path below them.
+func movesSubmission(f string) bool {
+	return f == "user" || f == "problem" || strings.HasPrefix(f, "user.") || strings.HasPrefix(f, "problem.")
+}
 
 // touches reports whether a changed path f overlaps a relevant path r:
 // equal, a parent of it (duration) or a child of it (homeworks.3).
@@ -240,18 +273,26 @@ func Extract(c Change) *Keys {
 			k.AddUser(c.Pair.User)
 			k.AddPair(c.Pair)
 		}
+		switch {
+		case c.Op == OpInsert:
+			k.LeavesPrior[c.SubmissionID] = false
+		case c.Op == OpReplace || c.Op == OpDelete:
+			k.LeavesPrior[c.SubmissionID] = true
+		case c.Fields == nil:
+			k.Unknown[c.SubmissionID] = struct{}{}
+			k.LeavesPrior[c.SubmissionID] = true
+		case c.Move != (Move{}) || slices.ContainsFunc(c.Fields, movesSubmission):
+			k.LeavesPrior[c.SubmissionID] = true
+		}
 		switch m := c.Move; {
-		case c.Op != OpUpdate:
-		case m.HasUser && m.HasProblem:
+		case m.HasUser && m.HasProblem && c.Op == OpUpdate:
 			// Both halves set: the new pair, as an insert carries it.
 			p := Pair{User: m.User, Problem: m.Problem}
 			k.Submissions[c.SubmissionID] = appendNew(k.Submissions[c.SubmissionID], p)
 			k.AddUser(p.User)
 			k.AddPair(p)
 		case m.HasUser || m.HasProblem:
-			if !slices.Contains(k.Moves[c.SubmissionID], m) {
-				k.Moves[c.SubmissionID] = append(k.Moves[c.SubmissionID], m)
-			}
+			k.Moves[c.SubmissionID] = append(k.Moves[c.SubmissionID], m)
 		}
 	case CollHomework:
 		if c.Op != OpUpdate || c.Fields == nil {

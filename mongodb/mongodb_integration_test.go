@@ -677,6 +677,28 @@ func TestIntegrationChangeStream(t *testing.T) {
 	if ev.Change.Move != (materialize.Move{User: "u3", HasUser: true}) || !slices.Equal(ev.Change.Fields, []string{"user"}) {
 		t.Errorf("move: %+v, want fields [user] and a move to user u3", ev.Change)
 	}
+	// The user removed and the problem set: in no pair, but the event
+	// keeps the problem (a later user pairs with it).
+	must(subs.UpdateOne(ctx, mtest.D("_id", sid), mtest.D("$unset", mtest.D("user", ""), "$set", mtest.D("problem", 9))))
+	ev = mustEvent(t, st, materialize.CollSubmission, materialize.OpUpdate)
+	if ev.Change.Move != (materialize.Move{Problem: 9, HasProblem: true}) || !slices.Equal(slices.Sorted(slices.Values(ev.Change.Fields)), []string{"problem", "user"}) {
+		t.Errorf("user removed, problem set: %+v, want fields [problem user] and a move to problem 9 only", ev.Change)
+	}
+	// An update through a pipeline: logged as a whole document (a replace
+	// event, SERVER-42116 on 4.2) or as a delta (an update event whose
+	// updatedFields has both halves at the top level).
+	must(subs.UpdateOne(ctx, mtest.D("_id", sid), bson.A{mtest.D("$set", mtest.D("user", "u3", "problem", 7))}))
+	if ev, err = nextEvent(t, st); err != nil {
+		t.Fatal(err)
+	}
+	switch c := ev.Change; {
+	case c.Collection != materialize.CollSubmission:
+		t.Errorf("pipeline update: %+v", c)
+	case c.Op == materialize.OpReplace && c.HasPair && c.Pair == (materialize.Pair{User: "u3", Problem: 7}):
+	case c.Op == materialize.OpUpdate && c.Move == (materialize.Move{User: "u3", Problem: 7, HasUser: true, HasProblem: true}):
+	default:
+		t.Errorf("pipeline update: %+v, want a replace into u3's pair of 7 or an update moving it there", c)
+	}
 	must(subs.UpdateOne(ctx, mtest.D("_id", sid), mtest.D("$set", mtest.D("status", 0, "score", 100, "lastSend", now))))
 	ev = mustEvent(t, st, materialize.CollSubmission, materialize.OpUpdate)
 	if f := slices.Sorted(slices.Values(ev.Change.Fields)); !slices.Equal(f, []string{"lastSend", "score", "status"}) || ev.Change.HasPair {

@@ -75,10 +75,27 @@ func TestPipelineKeepsAndProjects(t *testing.T) {
 		{"submission moved to another problem, user removed", changeEvent("update", "submission", key(sub),
 			update(bson.D{{Key: "problem", Value: int64(8)}}, bson.A{"user"}, bson.A{})), true,
 			func(t *testing.T, p bson.D, c materialize.Change) {
-				if c.Move != (materialize.Move{}) {
-					t.Errorf("decoded move %+v, want none (no user: in no pair)", c.Move)
+				if c.Move != (materialize.Move{Problem: 8, HasProblem: true}) {
+					t.Errorf("decoded move %+v, want to problem 8 only (no user: in no pair, but the problem is what a later user pairs with)", c.Move)
 				}
 			}, []string{"problem", "user"}},
+		{"submission moved to another problem, user set to a number", changeEvent("update", "submission", key(sub),
+			update(bson.D{{Key: "user", Value: int32(5)}, {Key: "problem", Value: int32(8)}}, bson.A{}, bson.A{})), true,
+			func(t *testing.T, p bson.D, c materialize.Change) {
+				if c.Move != (materialize.Move{Problem: 8, HasProblem: true}) {
+					t.Errorf("decoded move %+v, want to problem 8 only (the user does not decode)", c.Move)
+				}
+			}, []string{"user", "problem"}},
+		{"submission moved to another problem, a path below the user set", changeEvent("update", "submission", key(sub),
+			update(bson.D{{Key: "user.x", Value: "bob"}, {Key: "problem", Value: int32(8)}}, bson.A{}, bson.A{})), true,
+			func(t *testing.T, p bson.D, c materialize.Change) {
+				if m, _ := lookupD(p, "moved").(bson.D); len(m) != 1 || lookupD(m, "problem") != int32(8) {
+					t.Errorf("moved projected to %v, want only the problem (updatedFields' key is \"user.x\", no user)", lookupD(p, "moved"))
+				}
+				if c.Move != (materialize.Move{Problem: 8, HasProblem: true}) {
+					t.Errorf("decoded move %+v, want to problem 8 only", c.Move)
+				}
+			}, []string{"user.x", "problem"}},
 		{"user update of a derived field", changeEvent("update", "user", key("alice"),
 			update(bson.D{{Key: "AC_problem_ids", Value: bson.A{int32(1)}}}, bson.A{}, bson.A{})), true,
 			func(t *testing.T, p bson.D, c materialize.Change) {

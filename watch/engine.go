@@ -523,9 +523,11 @@ func (e *Engine) processBatch(ctx context.Context, events []Event) (rebuilt bool
 			}
 			// Refused for good: retrying cannot help and stalling
 			// stops every key. The records only matter to a later
-			// delete of these submissions (the key index is the only
-			// record of a deleted submission's pair): it then finds no
-			// pair and rebuilds (Outcome.Unresolved).
+			// event of these submissions leaving these pairs (a move,
+			// a replace, a delete: the key index is the only record of
+			// the pair left): one of a submission with no record at all
+			// rebuilds (Outcome.Unresolved); one of a submission with
+			// earlier records resolves to those and may miss these.
 			ids := make([]string, 0, min(len(chunk), 20))
 			for id := range chunk {
 				if len(ids) == cap(ids) {
@@ -534,7 +536,7 @@ func (e *Engine) processBatch(ctx context.Context, events []Event) (rebuilt bool
 				ids = append(ids, id.Hex())
 			}
 			e.Log.Error().Err(f).Int("submissions", len(chunk)).Strs("submission_ids", ids).
-				Msg("key-index records refused by the server; skipped (a later delete of these submissions rebuilds)")
+				Msg("key-index records refused by the server; skipped (a later move, replace or delete of these submissions may miss these pairs: rebuild)")
 			return nil
 		})
 		if err != nil {

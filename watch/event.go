@@ -273,6 +273,11 @@ func DecodeEvent(raw bson.Raw) (Event, error) {
 				p, pok := materialize.IntValue(d.Lookup("problem"))
 				if uok && pok {
 					c.Pair, c.HasPair = materialize.Pair{User: u, Problem: p}, true
+				} else {
+					// In no pair now, but the half that decodes is
+					// the one a later update setting the other half
+					// pairs with, and no other event names it.
+					c.Move = materialize.Move{User: u, HasUser: uok, Problem: p, HasProblem: pok}
 				}
 			}
 		}
@@ -296,6 +301,9 @@ func DecodeEvent(raw bson.Raw) (Event, error) {
 		return ev, idErr
 	}
 	if c.Op == materialize.OpUpdate {
+		if coll == materialize.CollSubmission {
+			c.Move = decodeMove(raw)
+		}
 		f, err := raw.LookupErr("changedFields")
 		if err != nil {
 			return ev, nil // unknown: every field may have changed
@@ -324,9 +332,6 @@ func DecodeEvent(raw bson.Raw) (Event, error) {
 				// test, which needs the values, is off for it.
 				return ev, fmt.Errorf("change event %s on %s: %w", op, coll, err)
 			}
-		}
-		if coll == materialize.CollSubmission {
-			c.Move = decodeMove(raw, c.Fields)
 		}
 	}
 	return ev, nil
@@ -376,35 +381,23 @@ func decodeValues(raw bson.Raw) ([]PathValue, error) {
 	return out, nil
 }
 
-// decodeMove reads where an update of a submission that changed the
-// paths fields moved it: the new values of user and problem the pipeline
-// projected as moved (from updatedFields). A user or problem removed,
-// changed below its top level, or set to a value DecodeSubmission refuses
-// leaves a document that is in no pair: the zero Move, as for an update
-// setting neither.
-func decodeMove(raw bson.Raw, fields []string) materialize.Move {
+// decodeMove reads where an update of a submission moved it: the new
+// values of user and problem the pipeline projected as moved (from
+// updatedFields), each half that decodes as DecodeSubmission would. A half
+// removed, changed below its top level or set to a value that does not
+// decode leaves a document in no pair, but the other half, if set, is
+// still kept: it is what a later update setting the first half pairs
+// with, and no other event names it (pairing it with the halves known
+// gives pairs the submission may never be in: a superset, harmless).
+// It needs no changedFields: moved holds exactly what updatedFields set
+// at the top level.
+func decodeMove(raw bson.Raw) materialize.Move {
 	var m materialize.Move
-	for _, f := range fields {
-		switch {
-		case f == "user":
-			v, err := raw.LookupErr("moved", "user")
-			if err != nil {
-				return materialize.Move{} // removed
-			}
-			if m.User, m.HasUser = v.StringValueOK(); !m.HasUser {
-				return materialize.Move{}
-			}
-		case f == "problem":
-			v, err := raw.LookupErr("moved", "problem")
-			if err != nil {
-				return materialize.Move{}
-			}
-			if m.Problem, m.HasProblem = materialize.IntValue(v); !m.HasProblem {
-				return materialize.Move{}
-			}
-		case strings.HasPrefix(f, "user.") || strings.HasPrefix(f, "problem."):
-			return materialize.Move{}
-		}
+	if v, err := raw.LookupErr("moved", "user"); err == nil {
+		m.User, m.HasUser = v.StringValueOK()
+	}
+	if v, err := raw.LookupErr("moved", "problem"); err == nil {
+		m.Problem, m.HasProblem = materialize.IntValue(v)
 	}
 	return m
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -27,6 +28,11 @@ type racingStore struct {
 	reads    int // read calls since the batch's events were read
 	at       int // the read call that writes, 0: none this batch
 	hot      bson.ObjectID
+	// malformed: some foreign moves leave a half undecodable (a number,
+	// a document, removed), maybe setting the other; later moves and
+	// replaces fix them.
+	malformed bool
+	malforms  int
 }
 
 // pick returns the submission a foreign write changes: often the newest
@@ -91,6 +97,12 @@ func (s *racingStore) race() {
 		switch k := s.w.r.IntN(8); {
 		case k == 0:
 			s.w.ops[s.w.replace(s.pick())]++
+		case k <= 2 && s.malformed && s.w.r.IntN(3) == 0:
+			op := s.w.malform(s.pick())
+			if op == "malform submission" {
+				s.malforms++
+			}
+			s.w.ops[op]++
 		case k <= 2: // moves are what key resolution must follow
 			s.w.ops[s.w.move(s.pick())]++
 		case k == 3:
@@ -177,9 +189,58 @@ func (w *world) replace(id bson.ObjectID) string {
 	return "replace submission"
 }
 
+// malform leaves one half of submission id's pair undecodable (its user
+// a number or a document, or removed; its problem a string or removed)
+// and maybe sets the other half: an update naming both, of which the
+// event's moved carries only the one that decodes.
+func (w *world) malform(id bson.ObjectID) string {
+	doc := w.st.Get(materialize.CollSubmission, id)
+	if doc == nil {
+		return "malform deleted (noop)"
+	}
+	var d bson.D
+	must(bson.Unmarshal(doc, &d))
+	set := func(k string, v any) {
+		i := slices.IndexFunc(d, func(e bson.E) bool { return e.Key == k })
+		switch {
+		case v == nil && i >= 0:
+			d = slices.Delete(d, i, i+1)
+		case v == nil:
+		case i >= 0:
+			d[i].Value = v
+		default:
+			d = append(d, bson.E{Key: k, Value: v})
+		}
+	}
+	bad, good := "user", "problem"
+	var v any
+	switch w.r.IntN(4) {
+	case 0:
+		v = int32(5)
+	case 1:
+		v = bson.D{{Key: "x", Value: int32(1)}}
+	case 2:
+		bad, good, v = "problem", "user", "x"
+	}
+	set(bad, v)
+	fields := []string{bad}
+	if w.r.IntN(2) == 0 {
+		if good == "user" {
+			set("user", w.users[w.r.IntN(len(w.users))])
+		} else {
+			set("problem", int32(w.probs[w.r.IntN(len(w.probs))]))
+		}
+		fields = append(fields, good)
+	}
+	b, err := bson.Marshal(d)
+	must(err)
+	must(w.st.Update(materialize.CollSubmission, b, fields))
+	return "malform submission"
+}
+
 // raceFigures are what TestSimulationForeignWritesBeforeReads reports.
 type raceFigures struct {
-	runs, injected, dropped, crashes int
+	runs, injected, dropped, crashes, malforms int
 }
 
 // TestSimulationForeignWritesBeforeReads drives the random sequences of
@@ -194,15 +255,16 @@ type raceFigures struct {
 // key it affects.
 func TestSimulationForeignWritesBeforeReads(t *testing.T) {
 	for _, mode := range []struct {
-		name string
-		drop bool
-		runs int
-	}{{"echoes delivered", false, simRuns() * 2 / 5}, {"echoes dropped", true, simRuns()}} {
+		name            string
+		drop, malformed bool
+		runs            int
+	}{{"echoes delivered", false, false, simRuns() * 2 / 5}, {"echoes dropped", true, false, simRuns()},
+		{"echoes dropped, malformed moves", true, true, simRuns() * 2 / 5}} {
 		t.Run(mode.name, func(t *testing.T) {
 			var f raceFigures
 			runs := mode.runs
 			for seed := uint64(1); seed <= uint64(runs); seed++ {
-				runRaceSimulation(t, seed, mode.drop, &f)
+				runRaceSimulation(t, seed, mode.drop, mode.malformed, &f)
 				if t.Failed() {
 					t.Fatalf("seed %d failed; reproduce with: go test ./watch -run 'TestSimulationForeignWritesBeforeReads/%s'", seed, mode.name)
 				}
@@ -210,17 +272,20 @@ func TestSimulationForeignWritesBeforeReads(t *testing.T) {
 			if mode.drop && f.dropped == 0 {
 				t.Errorf("no echo dropped in %d sequences: the mode tests nothing", runs)
 			}
+			if mode.malformed && f.malforms == 0 {
+				t.Errorf("no submission malformed in %d sequences: the mode tests nothing", runs)
+			}
 			if f.injected == 0 {
 				t.Errorf("no foreign write landed before a batch's reads in %d sequences", runs)
 			}
-			t.Logf("%d runs, %d foreign writes before a batch's reads, %d echoes dropped, %d injected crashes, all converged", f.runs, f.injected, f.dropped, f.crashes)
-			fmt.Printf("race simulation (%s): %d random sequences, %d foreign writes before reads, %d echoes dropped, %d injected crashes, all converged\n",
-				mode.name, f.runs, f.injected, f.dropped, f.crashes)
+			t.Logf("%d runs, %d foreign writes before a batch's reads (%d malforming), %d echoes dropped, %d injected crashes, all converged", f.runs, f.injected, f.malforms, f.dropped, f.crashes)
+			fmt.Printf("race simulation (%s): %d random sequences, %d foreign writes before reads (%d malforming), %d echoes dropped, %d injected crashes, all converged\n",
+				mode.name, f.runs, f.injected, f.malforms, f.dropped, f.crashes)
 		})
 	}
 }
 
-func runRaceSimulation(t *testing.T, seed uint64, drop bool, f *raceFigures) {
+func runRaceSimulation(t *testing.T, seed uint64, drop, malformed bool, f *raceFigures) {
 	t.Helper()
 	ctx := context.Background()
 	w := newWorld(seed)
@@ -231,7 +296,7 @@ func runRaceSimulation(t *testing.T, seed uint64, drop bool, f *raceFigures) {
 	}
 	st := w.st
 	st.DropOwnEvents = drop
-	rs := &racingStore{Store: st, w: w, budget: 40}
+	rs := &racingStore{Store: st, w: w, budget: 40, malformed: malformed}
 	engine := func() *watch.Engine {
 		e := newEngine(st)
 		e.Store, e.Feed = rs, rs
@@ -291,5 +356,6 @@ func runRaceSimulation(t *testing.T, seed uint64, drop bool, f *raceFigures) {
 	}
 	f.runs++
 	f.injected += rs.injected
+	f.malforms += rs.malforms
 	f.dropped += st.Stats().OwnDropped
 }

@@ -177,9 +177,16 @@ func expandSubmissions(ctx context.Context, src Source, kidx KeyIndex, keys *mat
 	}
 	for _, id := range ids {
 		ps := pairs[id]
-		if len(ps) == 0 {
+		_, unknown := keys.Unknown[id]
+		if len(ps) == 0 || unknown || (keys.LeavesPrior[id] && len(known[id]) == 0) {
 			// Deleted (or unreadable) before its pair was ever recorded:
-			// only a rebuild can tell what it contributed.
+			// only a rebuild can tell what it contributed. Or moved, or
+			// replaced or deleted, while no record names the pair it
+			// had before the batch (in no pair when the rebuild scanned,
+			// or a record refused): the reads, maybe of a later state,
+			// need not show the pair it left, nor the other half of the
+			// one an update setting one half put it in. Or updated in
+			// fields unknown: moved maybe, nobody knows where.
 			out.Unresolved++
 			out.NeedRebuild = true
 			continue
