@@ -520,8 +520,9 @@ func printTable(w io.Writer, rows []row, be backend) {
 	fmt.Fprintln(w)
 	for _, r := range rows {
 		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.Landings) }
-		fmt.Fprintf(w, "  %-16s batches %.2f/landing; CPU µs/landing: engine %.0f (its goroutine %.0f - store calls %.0f); process %.0f (generator %.0f); %.0f KiB allocated/landing (all)\n",
-			r.Name, r.per(r.Batches), us(r.EngineThreadCPU-r.StoreCPU), us(r.EngineThreadCPU), us(r.StoreCPU), us(r.CPU), us(r.GenCPU), float64(r.Alloc)/1024/float64(r.Landings))
+		fmt.Fprintf(w, "  %-16s batches %.2f/landing; CPU µs/landing: engine %.0f (its goroutine %.0f - store calls %.0f); process %.0f (generator %.0f); %.0f KiB allocated/landing (all); model time slept %+.1f%% of charged\n",
+			r.Name, r.per(r.Batches), us(r.EngineThreadCPU-r.StoreCPU), us(r.EngineThreadCPU), us(r.StoreCPU), us(r.CPU), us(r.GenCPU), float64(r.Alloc)/1024/float64(r.Landings),
+			overshoot(r.Total))
 	}
 	fmt.Fprintln(w, "  engine CPU: the CPU of the engine's goroutine (locked to an OS thread, read from that thread's CPU clock) minus the CPU inside")
 	fmt.Fprintln(w, "  its calls of the store decorator (memstore, cost accounting, the bench's hooks, timed the same way); the Go runtime's")
@@ -604,4 +605,14 @@ func printTargets(w io.Writer, rows []row, closed row, hist, class []row, be bac
 		fmt.Fprintf(w, "    (server-side bytes examined ×%.2f: not a target, reported)\n", srv)
 	}
 	_ = closed
+}
+
+// overshoot is how much longer the model's sleeps took than it charged,
+// in percent of the charge: the OS's timer overshoot, in the staleness
+// measured but no part of the model.
+func overshoot(c storecost.Counts) float64 {
+	if c.Model <= 0 {
+		return 0
+	}
+	return 100 * float64(c.Slept-c.Model) / float64(c.Model)
 }
