@@ -427,6 +427,18 @@ func (s *Store) TruncateOplog() {
 	s.horizon = max(len(s.oplog)-1, 0)
 }
 
+// RawEvents returns a copy of every event emitted so far, as the stream
+// decodes them (the shape of watch.Pipeline's output), oldest first.
+func (s *Store) RawEvents() []bson.Raw {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]bson.Raw, len(s.oplog))
+	for i, r := range s.oplog {
+		out[i] = slices.Clone(r)
+	}
+	return out
+}
+
 // OplogLen is the number of events emitted so far.
 func (s *Store) OplogLen() int {
 	s.mu.Lock()
