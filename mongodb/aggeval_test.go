@@ -431,6 +431,15 @@ func (e evaluator) op(name string, arg any) any {
 			return typeName(e.eval(a[0])) == "missing" || typeName(e.eval(a[0])) == "null"
 		}
 		return c <= 0
+	case "$bsonSize":
+		switch v := e.eval(arg).(type) {
+		case missingT, nil:
+			return nil
+		case bson.D:
+			return int32(len(rawOf(v)))
+		default:
+			panic(fmt.Sprintf("$bsonSize requires a document, not %s", typeName(v)))
+		}
 	case "$size":
 		a, ok := e.eval(arg).(bson.A)
 		if !ok {

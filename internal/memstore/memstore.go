@@ -334,7 +334,9 @@ func (s *Store) emitOwn(op, coll string, id bson.RawValue, doc bson.Raw, fields 
 		if len(uf) > 0 {
 			ev = append(ev, bson.E{Key: "moved", Value: uf})
 		}
-		ev = append(ev, bson.E{Key: "changedFields", Value: fields})
+		if coll == materialize.CollSubmission || s.namesFit(coll, id, fields) {
+			ev = append(ev, bson.E{Key: "changedFields", Value: fields})
+		}
 		if coll == materialize.CollUser || coll == materialize.CollHomework {
 			if vals, ok := s.derivedValues(coll, id, fields); ok {
 				ev = append(ev, bson.E{Key: "derivedValues", Value: vals})
@@ -375,6 +377,33 @@ func (s *Store) derivedValues(coll string, id bson.RawValue, fields []string) (v
 		return nil, false
 	}
 	return vals, true
+}
+
+// namesFit is watch.Pipeline's test for shipping an update's changed
+// fields' names: {c: names} is at most watch.MaxNamesExcess bytes larger
+// than {c: updateDescription} as a 5.0+ server makes it (updatedFields:
+// each field's value now, removedFields: the fields the document no
+// longer holds, truncatedArrays: []).
+func (s *Store) namesFit(coll string, id bson.RawValue, fields []string) bool {
+	doc := s.colls[coll][docKey(id)]
+	updated, removed := bson.D{}, bson.A{}
+	for _, f := range fields {
+		if v, found := lookupPath(doc, f); found {
+			updated = append(updated, bson.E{Key: f, Value: v})
+		} else {
+			removed = append(removed, f)
+		}
+	}
+	desc := bson.D{{Key: "updatedFields", Value: updated}, {Key: "removedFields", Value: removed}, {Key: "truncatedArrays", Value: bson.A{}}}
+	names, err := bson.Marshal(bson.D{{Key: "c", Value: fields}})
+	if err != nil {
+		panic(fmt.Sprintf("memstore: marshal names: %v", err))
+	}
+	server, err := bson.Marshal(bson.D{{Key: "c", Value: desc}})
+	if err != nil {
+		panic(fmt.Sprintf("memstore: marshal updateDescription: %v", err))
+	}
+	return len(names) <= len(server)+watch.MaxNamesExcess
 }
 
 // lookupPath returns the value at dotted path in doc.
