@@ -110,28 +110,40 @@ func twinDocument(r *rand.Rand, coll string, id any) bson.D {
 	default:
 		d = append(d, bson.E{Key: "homeworks", Value: bson.A{bson.NewObjectID()}})
 	}
-	return append(d, twinDoc(r, 1, r.IntN(3))...)
+	for _, e := range twinDoc(r, 1, r.IntN(3)) {
+		if lookupD(d, e.Key) == missing {
+			d = append(d, e)
+		}
+	}
+	return d
 }
 
 // twinPaths lists the dotted paths of every field of v, documents and
 // arrays walked (as updatedFields names them: an array's element by index).
 func twinPaths(prefix string, v any, out []string) []string {
+	return twinPathsBelow(prefix, true, v, out)
+}
+
+func twinPathsBelow(prefix string, root bool, v any, out []string) []string {
+	join := func(k string) string {
+		if root {
+			return k
+		}
+		return prefix + "." + k
+	}
 	switch x := v.(type) {
 	case bson.D:
 		for _, e := range x {
-			if prefix == "" && e.Key == "_id" {
+			if root && e.Key == "_id" {
 				continue
 			}
-			p := e.Key
-			if prefix != "" {
-				p = prefix + "." + e.Key
-			}
-			out = twinPaths(p, e.Value, append(out, p))
+			p := join(e.Key)
+			out = twinPathsBelow(p, false, e.Value, append(out, p))
 		}
 	case bson.A:
 		for i, e := range x {
-			p := prefix + "." + strconv.Itoa(i)
-			out = twinPaths(p, e, append(out, p))
+			p := join(strconv.Itoa(i))
+			out = twinPathsBelow(p, false, e, append(out, p))
 		}
 	}
 	return out
@@ -162,6 +174,15 @@ func twinUpdate(r *rand.Rand, doc bson.D) (updated bson.D, removed []string) {
 	return updated, removed
 }
 
+// twinSmallFields adds n fields of small values to doc: an update setting
+// them all has names larger than its updateDescription.
+func twinSmallFields(r *rand.Rand, doc bson.D, n int) bson.D {
+	for i := range n {
+		doc = append(doc, bson.E{Key: fmt.Sprintf("n%03d", i), Value: []any{nil, true, int32(1)}[r.IntN(3)]})
+	}
+	return doc
+}
+
 func lookupPath(v any, path string) any {
 	for _, p := range strings.Split(path, ".") {
 		switch x := v.(type) {
@@ -190,7 +211,7 @@ func lookupPath(v any, path string) any {
 // both decode to the same Event; and storecost.EventSize is the projected
 // event's size. TWINS_N sets the number of writes.
 func TestPipelineTwins(t *testing.T) {
-	n := 400
+	n := 1000
 	if s := os.Getenv("TWINS_N"); s != "" {
 		var err error
 		if n, err = strconv.Atoi(s); err != nil {
@@ -236,7 +257,21 @@ func TestPipelineTwins(t *testing.T) {
 			}
 			server = changeEvent("delete", coll, key(id))
 		default:
+			small := r.IntN(4) == 0
+			if small {
+				// Names around watch.MaxNamesExcess bytes larger than
+				// the updateDescription: shipped or not.
+				after = twinSmallFields(r, after, 20+r.IntN(40))
+			}
 			updated, removed := twinUpdate(r, after)
+			if small {
+				updated = nil
+				for _, e := range after {
+					if strings.HasPrefix(e.Key, "n") && len(e.Key) == 4 {
+						updated = append(updated, e)
+					}
+				}
+			}
 			var fields []string
 			for _, e := range updated {
 				fields = append(fields, e.Key)
