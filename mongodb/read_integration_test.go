@@ -2,7 +2,6 @@ package mongodb
 
 import (
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
