@@ -1,14 +1,13 @@
 package mongodb
 
 import (
-	"cmp"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/internal/storetest"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/watch"
 )
@@ -70,25 +69,6 @@ func readsOf(docs materialize.Docs) *watch.Reads {
 	return r
 }
 
-// sortedRead is r with its lists in one order (a part's documents come in
-// any order).
-func sortedRead(r *watch.ReadResult) *watch.ReadResult {
-	out := *r
-	if r.Submissions != nil {
-		out.Submissions = slices.SortedFunc(slices.Values(r.Submissions), func(a, b materialize.Submission) int { return strings.Compare(a.ID.Hex(), b.ID.Hex()) })
-	}
-	bad := func(b []*materialize.DecodeError) []*materialize.DecodeError {
-		if b == nil {
-			return nil
-		}
-		return slices.SortedFunc(slices.Values(b), func(x, y *materialize.DecodeError) int {
-			return cmp.Or(cmp.Compare(x.Collection, y.Collection), cmp.Compare(x.ID, y.ID), cmp.Compare(x.Field, y.Field), cmp.Compare(x.Reason, y.Reason))
-		})
-	}
-	out.SubmissionsBad, out.StatsBad, out.ProblemsBad, out.HomeworksBad = bad(r.SubmissionsBad), bad(r.StatsBad), bad(r.ProblemsBad), bad(r.HomeworksBad)
-	return &out
-}
-
 // TestIntegrationReadOneRoundTrip: on a real server, Read of every part
 // of each vector's database is one aggregate ($unionWith, $replaceWith;
 // one more find only for submissions UserStats leaves to the Go decoder)
@@ -122,7 +102,7 @@ func TestIntegrationReadOneRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g, w := sortedRead(got), sortedRead(want); !reflect.DeepEqual(g, w) {
+			if g, w := storetest.SortedResult(got), storetest.SortedResult(want); !reflect.DeepEqual(g, w) {
 				t.Errorf("Read =\n%s\nReadSeparately =\n%s", dump(g), dump(w))
 			}
 		})
@@ -176,7 +156,7 @@ func TestIntegrationReadGetMore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, w := sortedRead(got), sortedRead(want); !reflect.DeepEqual(g, w) {
+	if g, w := storetest.SortedResult(got), storetest.SortedResult(want); !reflect.DeepEqual(g, w) {
 		t.Errorf("Read =\n%s\nReadSeparately =\n%s", dump(g), dump(w))
 	}
 }

@@ -836,10 +836,10 @@ func randomReads(r *rand.Rand) *watch.Reads {
 	return rd
 }
 
-// sortedResult is r with its lists in one order: submissions by _id,
+// SortedResult is r with its lists in one order: submissions by _id,
 // undecodable documents by collection, _id, field, reason (a store may
 // return a part's documents in any order).
-func sortedResult(r *watch.ReadResult) *watch.ReadResult {
+func SortedResult(r *watch.ReadResult) *watch.ReadResult {
 	out := *r
 	if r.Submissions != nil {
 		out.Submissions = byID(r.Submissions)
@@ -878,7 +878,7 @@ func testReadIsReadSeparately(t *testing.T, open Open) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g, w := sortedResult(got), sortedResult(want); !reflect.DeepEqual(g, w) {
+			if g, w := SortedResult(got), SortedResult(want); !reflect.DeepEqual(g, w) {
 				t.Errorf("seed %d, read %d %+v:\nRead           %+v\nReadSeparately %+v", seed, i, rd, g, w)
 			}
 		}
