@@ -107,21 +107,30 @@ func Pipeline() bson.A {
 		}},
 	}}
 	// A name in changedFields costs up to 12 bytes more than its field in
-	// updatedFields (an array element's index and string length, against
-	// a value as small as null's none): an update of many fields of small
-	// values would make the event larger than the server's, and near
-	// 16 MB past what a change stream returns (BSONObjectTooLarge). So
-	// when the names outgrow the server's updateDescription by more than
-	// MaxNamesExcess bytes, an update of a homework, user or problem
-	// carries none: "every field may have changed", that one document
-	// recomputed ($bsonSize, MongoDB 4.4). A submission's names are kept
-	// whatever their size: without them it would need a rebuild, as the
-	// event the server could not return does.
+	// updatedFields (an array element's index, up to 7 digits, and the
+	// string's length, against a value as small as null's none:
+	// 12 - the value's size, that is 20 - $bsonSize({v: value})): an
+	// update of many fields of small values would make the event larger
+	// than the server's, and near 16 MB past what a change stream returns
+	// (BSONObjectTooLarge). So when that excess, summed over updatedFields
+	// (removedFields are names on both sides), may pass MaxNamesExcess
+	// bytes, an update of a homework, user or problem carries none:
+	// "every field may have changed", that one document recomputed. The
+	// sizes are taken value by value ($bsonSize, MongoDB 4.4, errors
+	// past 16 MiB: a value is within its document, updatedFields need
+	// not be). A submission's names are kept whatever their size:
+	// without them it would need a rebuild, as the event the server could
+	// not return does.
 	namesFit := bson.M{"$or": bson.A{
 		bson.M{"$eq": bson.A{"$ns.coll", materialize.CollSubmission}},
 		bson.M{"$lte": bson.A{
-			bson.M{"$bsonSize": bson.M{"c": names}},
-			bson.M{"$add": bson.A{bson.M{"$bsonSize": bson.M{"c": "$updateDescription"}}, MaxNamesExcess}},
+			bson.M{"$reduce": bson.M{
+				"input":        bson.M{"$objectToArray": bson.M{"$ifNull": bson.A{"$updateDescription.updatedFields", bson.M{}}}},
+				"initialValue": 0,
+				"in": bson.M{"$add": bson.A{"$$value",
+					bson.M{"$subtract": bson.A{20, bson.M{"$bsonSize": bson.M{"v": "$$this.v"}}}}}},
+			}},
+			MaxNamesExcess,
 		}},
 	}}
 	changed := bson.M{"$cond": bson.A{
@@ -186,9 +195,10 @@ func Pipeline() bson.A {
 	}
 }
 
-// MaxNamesExcess is how many bytes more than the server's
-// updateDescription the changed fields' names of an update of a homework,
-// user or problem may take for Pipeline to ship them (changedFields).
+// MaxNamesExcess is how many bytes more than their fields in the server's
+// updatedFields the changed fields' names of an update of a homework,
+// user or problem may take, at most, for Pipeline to ship them
+// (changedFields).
 const MaxNamesExcess = 256
 
 // MaxDerivedValues is the most fields an update may set for Pipeline to

@@ -380,30 +380,18 @@ func (s *Store) derivedValues(coll string, id bson.RawValue, fields []string) (v
 }
 
 // namesFit is watch.Pipeline's test for shipping an update's changed
-// fields' names: {c: names} is at most watch.MaxNamesExcess bytes larger
-// than {c: updateDescription} as a 5.0+ server makes it (updatedFields:
-// each field's value now, removedFields: the fields the document no
-// longer holds, truncatedArrays: []).
+// fields' names: the most they can outgrow the fields the update set
+// (12 bytes less each value's size, summed) is at most
+// watch.MaxNamesExcess.
 func (s *Store) namesFit(coll string, id bson.RawValue, fields []string) bool {
 	doc := s.colls[coll][docKey(id)]
-	updated, removed := bson.D{}, bson.A{}
+	excess := 0
 	for _, f := range fields {
 		if v, found := lookupPath(doc, f); found {
-			updated = append(updated, bson.E{Key: f, Value: v})
-		} else {
-			removed = append(removed, f)
+			excess += 12 - len(v.Value)
 		}
 	}
-	desc := bson.D{{Key: "updatedFields", Value: updated}, {Key: "removedFields", Value: removed}, {Key: "truncatedArrays", Value: bson.A{}}}
-	names, err := bson.Marshal(bson.D{{Key: "c", Value: fields}})
-	if err != nil {
-		panic(fmt.Sprintf("memstore: marshal names: %v", err))
-	}
-	server, err := bson.Marshal(bson.D{{Key: "c", Value: desc}})
-	if err != nil {
-		panic(fmt.Sprintf("memstore: marshal updateDescription: %v", err))
-	}
-	return len(names) <= len(server)+watch.MaxNamesExcess
+	return excess <= watch.MaxNamesExcess
 }
 
 // lookupPath returns the value at dotted path in doc.
