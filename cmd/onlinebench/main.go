@@ -71,7 +71,7 @@ func run(args []string, w io.Writer) error {
 	var rates, history, classes string
 	fs.DurationVar(&o.model.RTT, "rtt", time.Millisecond, "round-trip time charged per round trip")
 	fs.DurationVar(&o.model.PerByte, "per-byte", 8*time.Nanosecond, "time charged per byte sent or received (8ns ≈ 1 Gbit/s)")
-	fs.DurationVar(&o.model.Await, "await", 10*time.Millisecond, "how long a poll of the change stream waits for an event (the daemon's getMore waits up to its batch wait, 200ms)")
+	fs.DurationVar(&o.model.Await, "await", 200*time.Millisecond, "how long a poll of the change stream waits for an event: the daemon's getMore waits up to its maxAwaitTimeMS, the batch wait (200ms)")
 	fs.StringVar(&rates, "rates", "10,100,1000", "landing rates (per second) of the rush on the anchor workload")
 	fs.IntVar(&o.landings, "landings", 200, "landings per rate (at least rate × --rate-seconds)")
 	fs.Float64Var(&o.rateSeconds, "rate-seconds", 2, "seconds each rate runs at least")
@@ -344,7 +344,7 @@ func measure(ctx context.Context, model storecost.Model, p demo.RushParams, name
 	cs := storecost.New(st, model)
 	// The daemon's defaults, BatchMaxWait set for the tracker to know it.
 	// The change stream's polls wait model.Await for an event, as the
-	// daemon's getMores do (maxAwaitTimeMS; shorter here, see --await),
+	// daemon's getMores do (maxAwaitTimeMS, the batch wait: see --await),
 	// so the engine needs no IdlePause.
 	cfg := watch.Config{BatchMaxWait: 200 * time.Millisecond}
 	t := &tracker{cs: cs, landed: make(map[bson.ObjectID]landing), wait: cfg.BatchMaxWait}

@@ -571,6 +571,22 @@ func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
 	return ev, true, nil
 }
 
+// Pending is the number of events the stream would deliver now, without
+// waiting: what one getMore's reply would hold (the cost benchmark's model
+// of replies, internal/storecost).
+func (st *stream) Pending() int {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for i := st.next; i < len(s.oplog); i++ {
+		if !(st.dropOwn && s.own[i]) {
+			n++
+		}
+	}
+	return n
+}
+
 func (st *stream) ResumeToken() bson.Raw {
 	b, _ := bson.Marshal(token(st.next))
 	return b

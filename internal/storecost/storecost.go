@@ -828,9 +828,20 @@ func (s *Store) Open(ctx context.Context, at watch.Position) (watch.Stream, erro
 }
 
 type stream struct {
-	s      *Store
-	inner  watch.Stream
-	inWait bool // the last Next returned no event: the next event starts a getMore reply
+	s     *Store
+	inner watch.Stream
+	// buffered is the events of the last getMore reply not delivered yet:
+	// at 0, the next event is another getMore's reply.
+	buffered int
+}
+
+// pending is what a getMore sent now would return: every event the inner
+// stream has (memstore's Pending), or just the one at hand.
+func (st *stream) pending() int {
+	if p, ok := st.inner.(interface{ Pending() int }); ok {
+		return p.Pending()
+	}
+	return 0
 }
 
 // EventSize is the BSON size of e as watch.Pipeline projects it, with a
@@ -898,27 +909,33 @@ func EventSize(e watch.Event) int64 {
 func (st *stream) Next(ctx context.Context) (watch.Event, bool, error) {
 	defer st.s.cpuSpan()()
 	t := time.Now()
+	last := t // the start of the inner call that answered: waiting is no store work
 	ev, ok, err := st.inner.Next(ctx)
 	for err == nil && !ok && time.Since(t) < st.s.model.Await && ctx.Err() == nil {
 		time.Sleep(200 * time.Microsecond)
+		last = time.Now()
 		ev, ok, err = st.inner.Next(ctx)
 	}
 	if err != nil || !ok {
-		st.inWait = true
+		st.buffered = 0
 		st.s.flushOwed()
 		if st.s.OnQuiet != nil {
 			st.s.OnQuiet()
 		}
 		return ev, ok, err
 	}
-	c := call{read: false, inner: time.Since(t), events: 1}
+	c := call{read: false, inner: time.Since(last), events: 1}
 	c.eventBytes = EventSize(ev)
 	c.bytes = c.eventBytes
 	c.docs = 0
-	if st.inWait {
-		c.rt = 1 // the awaiting getMore's reply
+	if st.buffered == 0 {
+		// The driver's batch is exhausted: this event comes with a
+		// getMore, whose reply holds every event the server has by now
+		// (a getMore on a change stream returns as soon as it has one).
+		c.rt = 1
+		st.buffered = 1 + st.pending()
 	}
-	st.inWait = false
+	st.buffered--
 	st.s.charge(c)
 	if st.s.OnEvent != nil {
 		st.s.OnEvent(ev)

@@ -188,9 +188,49 @@ func TestEventBytesSleptPerReply(t *testing.T) {
 	if total != c.Model {
 		t.Errorf("slept %v in all, the model charged %v", total, c.Model)
 	}
-	// 50 events of ~100 bytes at 8 ns/byte: ~40 µs of transfer, owed and
-	// slept with the reply's round trip or at the quiet poll.
-	if len(slept) > 2 {
-		t.Errorf("slept %d times for one reply of %d events (%v), want at most 2", len(slept), n, slept)
+	// The open's round trip, the reply's (the first event), and the rest
+	// of the 50 events' bytes (~100 each at 8 ns/byte) at the quiet poll.
+	if len(slept) != 3 {
+		t.Errorf("slept %d times for one reply of %d events (%v), want 3", len(slept), n, slept)
+	}
+}
+
+// TestGetMorePerDrainedReply: a getMore reply holds every event the
+// server has when it is sent; once the engine has taken them all, its next
+// event is another getMore's reply, whether or not a poll found the
+// stream quiet in between (the driver's TryNext sends a getMore whenever
+// its batch is exhausted): events that trickle in one by one cost a round
+// trip each, a backlog one for all.
+func TestGetMorePerDrainedReply(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	cs := New(st, Model{})
+	s, err := cs.Open(ctx, watch.Position{StartAt: bson.Timestamp{T: 1, I: 1}})
+	must(t, err)
+	insert := func(i int) {
+		must(t, st.Insert(materialize.CollUser, mtest.Raw("_id", fmt.Sprintf("u%d", i), "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	}
+	next := func() {
+		t.Helper()
+		if _, ok, err := s.Next(ctx); err != nil || !ok {
+			t.Fatalf("Next: %v %v", ok, err)
+		}
+	}
+	base := cs.Counts().RoundTrips
+	for i := range 3 { // one by one: three replies
+		insert(i)
+		next()
+	}
+	if got := cs.Counts().RoundTrips - base; got != 3 {
+		t.Errorf("3 events arriving one by one: %d round trips, want 3", got)
+	}
+	for i := 3; i < 10; i++ { // a backlog of 7: one reply
+		insert(i)
+	}
+	for range 7 {
+		next()
+	}
+	if got := cs.Counts().RoundTrips - base; got != 4 {
+		t.Errorf("then a backlog of 7: %d round trips in all, want 4", got)
 	}
 }
