@@ -431,6 +431,43 @@ func (e evaluator) op(name string, arg any) any {
 			return typeName(e.eval(a[0])) == "missing" || typeName(e.eval(a[0])) == "null"
 		}
 		return c <= 0
+	case "$reduce":
+		spec := arg.(bson.D)
+		acc := e.eval(lookupD(spec, "initialValue"))
+		switch arr := e.eval(lookupD(spec, "input")).(type) {
+		case missingT, nil:
+			return nil
+		case bson.A:
+			for _, el := range arr {
+				acc = e.with("this", el).with("value", acc).eval(lookupD(spec, "in"))
+			}
+			return acc
+		default:
+			panic(fmt.Sprintf("$reduce of a %s", typeName(arr)))
+		}
+	case "$subtract":
+		a := args(arg, 2)
+		x, xok := e.eval(a[0]).(int32)
+		y, yok := e.eval(a[1]).(int32)
+		if !xok || !yok {
+			panic("$subtract: the evaluator supports int32 only")
+		}
+		return x - y
+	case "$bsonSize":
+		switch v := e.eval(arg).(type) {
+		case missingT, nil:
+			return nil
+		case bson.D:
+			n := len(rawOf(v))
+			if n > 16<<20 {
+				// Before MongoDB 9.0 $bsonSize of more than 16 MiB fails
+				// the command.
+				panic(fmt.Sprintf("$bsonSize: BSONObjectTooLarge (%d bytes)", n))
+			}
+			return int32(n)
+		default:
+			panic(fmt.Sprintf("$bsonSize requires a document, not %s", typeName(v)))
+		}
 	case "$size":
 		a, ok := e.eval(arg).(bson.A)
 		if !ok {

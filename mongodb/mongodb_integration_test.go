@@ -726,6 +726,24 @@ func TestIntegrationChangeStream(t *testing.T) {
 	if f := slices.Sorted(slices.Values(ev.Change.Fields)); !slices.Equal(f, []string{"penalty", "studentStatus.u1.7"}) {
 		t.Errorf("homework update fields: %v", f)
 	}
+	// An update of many fields of small values: its names outgrow the
+	// updateDescription, so a homework's event carries none (every field
+	// may have changed: recomputed whole); a submission's keeps them.
+	nulls := bson.D{}
+	for i := range 200 {
+		nulls = append(nulls, bson.E{Key: fmt.Sprintf("x%03d", i), Value: nil})
+	}
+	must(hws.UpdateOne(ctx, mtest.D("_id", hid), mtest.D("$set", nulls)))
+	if ev = mustEvent(t, st, materialize.CollHomework, materialize.OpUpdate); ev.Change.Fields != nil {
+		t.Errorf("homework update of 200 null fields: %d changed fields, want none (the names outgrow the server's updateDescription)", len(ev.Change.Fields))
+	}
+	nsid := bson.NewObjectID()
+	must(subs.InsertOne(ctx, mtest.D("_id", nsid, "user", "u1", "problem", 7)))
+	mustEvent(t, st, materialize.CollSubmission, materialize.OpInsert)
+	must(subs.UpdateOne(ctx, mtest.D("_id", nsid), mtest.D("$set", nulls)))
+	if ev = mustEvent(t, st, materialize.CollSubmission, materialize.OpUpdate); len(ev.Change.Fields) != 200 {
+		t.Errorf("submission update of 200 null fields: %d changed fields, want 200", len(ev.Change.Fields))
+	}
 	must(probs.InsertOne(ctx, mtest.D("_id", 7, "homeworks", bson.A{})))
 	ev = mustEvent(t, st, materialize.CollProblem, materialize.OpInsert)
 	if ev.Change.ProblemID != 7 {

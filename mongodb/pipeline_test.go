@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -311,6 +312,20 @@ func TestPipelineEventNoLargerThanTheServers(t *testing.T) {
 		}
 		return d
 	}
+	scores := func(n int, v any) bson.D {
+		var d bson.D
+		for i := range n {
+			d = append(d, bson.E{Key: fmt.Sprintf("studentStatus.student%05d.%d.score", i, 100+i%7), Value: v})
+		}
+		return d
+	}
+	big := func(n int) bson.D {
+		var d bson.D
+		for i := range n {
+			d = append(d, bson.E{Key: fmt.Sprintf("studentStatus.student%05d.1", i), Value: bson.D{{Key: "pad", Value: strings.Repeat("x", 1<<20)}}})
+		}
+		return d
+	}
 	users := bson.D{{Key: "submission", Value: int32(4)}, {Key: "AC_submission", Value: int32(2)}, {Key: "AC_problem_ids", Value: bson.A{int32(7), int32(3)}}}
 	cases := []struct {
 		name  string
@@ -324,6 +339,9 @@ func TestPipelineEventNoLargerThanTheServers(t *testing.T) {
 		{"a user's derived fields", changeEvent("update", "user", key("alice"), update(users, bson.A{}, bson.A{})), 3},
 		{"a user's derived fields and another", changeEvent("update", "user", key("alice"),
 			update(append(bson.D{{Key: "md5", Value: "x"}}, users...), bson.A{}, bson.A{})), 0},
+		{"every entry's score of a homework", changeEvent("update", "homework", key(hw), update(scores(2000, int32(0)), bson.A{}, bson.A{})), 0},
+		{"twenty entries of 1 MiB (updatedFields past 16 MiB)", changeEvent("update", "homework", key(hw), update(big(20), bson.A{}, bson.A{})), 0},
+		{"every entry's score of a homework nulled", changeEvent("update", "homework", key(hw), update(scores(2000, nil), bson.A{}, bson.A{})), 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

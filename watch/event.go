@@ -90,24 +90,52 @@ var Watched = []string{materialize.CollSubmission, materialize.CollHomework, mat
 // echo test, see echoes). No event carries a whole homework, so a
 // homework near 16 MB cannot break the stream.
 //
-// Every operator is of MongoDB 3.4 or earlier ($filter 3.2; $split,
-// $objectToArray (3.4.4), $in 3.4, $type 3.4), and a change stream's
-// pipeline may hold $project with any expression (as changedFields
-// already does).
+// Every operator is of MongoDB 4.4 or earlier ($filter 3.2; $split,
+// $objectToArray (3.4.4), $in 3.4, $type 3.4, $bsonSize 4.4), and a
+// change stream's pipeline may hold $project with any expression; _id,
+// the resume token, is kept as the server made it.
 func Pipeline() bson.A {
-	changed := bson.M{"$cond": bson.A{
-		bson.M{"$eq": bson.A{"$operationType", "update"}},
-		bson.M{"$concatArrays": bson.A{
-			bson.M{"$map": bson.M{
-				"input": bson.M{"$objectToArray": bson.M{"$ifNull": bson.A{"$updateDescription.updatedFields", bson.M{}}}},
-				"in":    "$$this.k",
-			}},
-			bson.M{"$ifNull": bson.A{"$updateDescription.removedFields", bson.A{}}},
-			bson.M{"$map": bson.M{
-				"input": bson.M{"$ifNull": bson.A{"$updateDescription.truncatedArrays", bson.A{}}},
-				"in":    "$$this.field",
-			}},
+	names := bson.M{"$concatArrays": bson.A{
+		bson.M{"$map": bson.M{
+			"input": bson.M{"$objectToArray": bson.M{"$ifNull": bson.A{"$updateDescription.updatedFields", bson.M{}}}},
+			"in":    "$$this.k",
 		}},
+		bson.M{"$ifNull": bson.A{"$updateDescription.removedFields", bson.A{}}},
+		bson.M{"$map": bson.M{
+			"input": bson.M{"$ifNull": bson.A{"$updateDescription.truncatedArrays", bson.A{}}},
+			"in":    "$$this.field",
+		}},
+	}}
+	// A name in changedFields costs up to 12 bytes more than its field in
+	// updatedFields (an array element's index, up to 7 digits, and the
+	// string's length, against a value as small as null's none:
+	// 12 - the value's size, that is 20 - $bsonSize({v: value})): an
+	// update of many fields of small values would make the event larger
+	// than the server's, and near 16 MB past what a change stream returns
+	// (BSONObjectTooLarge). So when that excess, summed over updatedFields
+	// (removedFields are names on both sides), may pass MaxNamesExcess
+	// bytes, an update of a homework, user or problem carries none:
+	// "every field may have changed", that one document recomputed. The
+	// sizes are taken value by value ($bsonSize, MongoDB 4.4, errors
+	// past 16 MiB: a value is within its document, updatedFields need
+	// not be). A submission's names are kept whatever their size:
+	// without them it would need a rebuild, as the event the server could
+	// not return does.
+	namesFit := bson.M{"$or": bson.A{
+		bson.M{"$eq": bson.A{"$ns.coll", materialize.CollSubmission}},
+		bson.M{"$lte": bson.A{
+			bson.M{"$reduce": bson.M{
+				"input":        bson.M{"$objectToArray": bson.M{"$ifNull": bson.A{"$updateDescription.updatedFields", bson.M{}}}},
+				"initialValue": 0,
+				"in": bson.M{"$add": bson.A{"$$value",
+					bson.M{"$subtract": bson.A{20, bson.M{"$bsonSize": bson.M{"v": "$$this.v"}}}}}},
+			}},
+			MaxNamesExcess,
+		}},
+	}}
+	changed := bson.M{"$cond": bson.A{
+		bson.M{"$and": bson.A{bson.M{"$eq": bson.A{"$operationType", "update"}}, namesFit}},
+		names,
 		"$$REMOVE",
 	}}
 	// derivedValues: only for an update that set at most
@@ -166,6 +194,12 @@ func Pipeline() bson.A {
 		}},
 	}
 }
+
+// MaxNamesExcess is how many bytes more than their fields in the server's
+// updatedFields the changed fields' names of an update of a homework,
+// user or problem may take, at most, for Pipeline to ship them
+// (changedFields).
+const MaxNamesExcess = 256
 
 // MaxDerivedValues is the most fields an update may set for Pipeline to
 // ship its derived paths' values (derivedValues): a user's three derived

@@ -334,7 +334,9 @@ func (s *Store) emitOwn(op, coll string, id bson.RawValue, doc bson.Raw, fields 
 		if len(uf) > 0 {
 			ev = append(ev, bson.E{Key: "moved", Value: uf})
 		}
-		ev = append(ev, bson.E{Key: "changedFields", Value: fields})
+		if coll == materialize.CollSubmission || s.namesFit(coll, id, fields) {
+			ev = append(ev, bson.E{Key: "changedFields", Value: fields})
+		}
 		if coll == materialize.CollUser || coll == materialize.CollHomework {
 			if vals, ok := s.derivedValues(coll, id, fields); ok {
 				ev = append(ev, bson.E{Key: "derivedValues", Value: vals})
@@ -375,6 +377,21 @@ func (s *Store) derivedValues(coll string, id bson.RawValue, fields []string) (v
 		return nil, false
 	}
 	return vals, true
+}
+
+// namesFit is watch.Pipeline's test for shipping an update's changed
+// fields' names: the most they can outgrow the fields the update set
+// (12 bytes less each value's size, summed) is at most
+// watch.MaxNamesExcess.
+func (s *Store) namesFit(coll string, id bson.RawValue, fields []string) bool {
+	doc := s.colls[coll][docKey(id)]
+	excess := 0
+	for _, f := range fields {
+		if v, found := lookupPath(doc, f); found {
+			excess += 12 - len(v.Value)
+		}
+	}
+	return excess <= watch.MaxNamesExcess
 }
 
 // lookupPath returns the value at dotted path in doc.
@@ -425,6 +442,18 @@ func (s *Store) TruncateOplog() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.horizon = max(len(s.oplog)-1, 0)
+}
+
+// RawEvents returns a copy of every event emitted so far, as the stream
+// decodes them (the shape of watch.Pipeline's output), oldest first.
+func (s *Store) RawEvents() []bson.Raw {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]bson.Raw, len(s.oplog))
+	for i, r := range s.oplog {
+		out[i] = slices.Clone(r)
+	}
+	return out
 }
 
 // OplogLen is the number of events emitted so far.

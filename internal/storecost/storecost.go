@@ -845,7 +845,9 @@ func (st *stream) pending() int {
 }
 
 // EventSize is the BSON size of e as watch.Pipeline projects it, with a
-// MongoDB-sized resume token.
+// MongoDB-sized resume token: Back-End's integers (a problem's _id, a
+// submission's problem) as int32. A half of a submission's pair whose
+// value does not decode is not counted (the Event does not hold it).
 func EventSize(e watch.Event) int64 {
 	c := e.Change
 	d := bson.D{
@@ -860,21 +862,40 @@ func EventSize(e watch.Event) int64 {
 	case materialize.CollHomework:
 		key = c.HomeworkID
 	case materialize.CollProblem:
-		key = c.ProblemID
+		key = int32(c.ProblemID)
 	default:
 		key = c.UserID
 	}
 	d = append(d, bson.E{Key: "documentKey", Value: bson.D{{Key: "_id", Value: key}}})
-	if c.HasPair {
-		d = append(d, bson.E{Key: "fullDocument", Value: bson.D{{Key: "user", Value: c.Pair.User}, {Key: "problem", Value: int32(c.Pair.Problem)}}})
+	halves := func(m materialize.Move) bson.D {
+		h := bson.D{}
+		if m.HasUser {
+			h = append(h, bson.E{Key: "user", Value: m.User})
+		}
+		if m.HasProblem {
+			h = append(h, bson.E{Key: "problem", Value: int32(m.Problem)})
+		}
+		return h
+	}
+	switch {
+	case c.Op == materialize.OpInsert || c.Op == materialize.OpReplace:
+		// fullDocument reduced to user and problem: {} for a document
+		// that has neither (every user, homework and problem).
+		fd := halves(c.Move)
+		if c.HasPair {
+			fd = halves(materialize.Move{User: c.Pair.User, HasUser: true, Problem: c.Pair.Problem, HasProblem: true})
+		}
+		d = append(d, bson.E{Key: "fullDocument", Value: fd})
+	case c.Op == materialize.OpUpdate && c.Collection == materialize.CollSubmission && (c.Move.HasUser || c.Move.HasProblem):
+		d = append(d, bson.E{Key: "moved", Value: halves(c.Move)})
 	}
 	if c.Fields != nil {
 		d = append(d, bson.E{Key: "changedFields", Value: c.Fields})
 	}
-	if c.Op == materialize.OpUpdate && (c.Collection == materialize.CollUser || c.Collection == materialize.CollHomework) &&
-		len(c.Fields) <= watch.MaxDerivedValues {
-		// derivedValues: present on every such update of at most
-		// watch.MaxDerivedValues fields, [] when it set no derived path.
+	if e.Values != nil {
+		// derivedValues: on every update of a user or homework that set
+		// at most watch.MaxDerivedValues fields ([] when it set no
+		// derived path); DecodeEvent leaves Values nil when it is absent.
 		vals := bson.A{}
 		for _, v := range e.Values {
 			vals = append(vals, bson.D{{Key: "k", Value: v.Path}, {Key: "v", Value: v.Value}})
