@@ -134,7 +134,7 @@ bench-offline: build ## verify/rebuild --dump CPU and peak RSS vs a floor reader
 BENCH_ONLINE_FLAGS ?=
 NOJ_BACKEND_DIR    ?=
 
-bench-online: ## Online path per landing: round trips, bytes, staleness vs the Back-End's finish_judging (~1.5 min; NOJ_BACKEND_DIR=... adds the Back-End's run)
+bench-online: ## Online path per landing: round trips, bytes, staleness vs the Back-End's finish_judging (~5 min; NOJ_BACKEND_DIR=... adds the Back-End's run, ~40 s)
 	$(GO) build -o bin/onlinebench ./cmd/onlinebench
 	@if [ -n "$(NOJ_BACKEND_DIR)" ]; then \
 	  contrib/normal-oj-backend/costbench.sh "$(NOJ_BACKEND_DIR)" bin/backend-cost.json; \

@@ -498,7 +498,7 @@ func printTable(w io.Writer, rows []row, be backend) {
 	fmt.Fprintf(w, "%-16s %6s %7.0f %8d %6.1f %7.1f %8.1f %8.2f %6.1f %8.2f\n", "Back-End", "", be.HomeworkKB, be.Landings,
 		be.Calls, be.Calls-be.Writes, be.DocsRead, be.KiBRead, be.Writes, be.KiBWritten)
 	fmt.Fprintf(w, "  Back-End: %s (%d students, %d earlier submissions each)\n", be.Source, be.Students, be.EarlierPerSt)
-	fmt.Fprintln(w, "  rt: round trips (each find/aggregate/bulkWrite/update, getMores past 101 documents, one getMore reply per batch of events);")
+	fmt.Fprintln(w, "  rt: round trips (each find/aggregate/bulkWrite/update, getMores past 101 documents, a getMore per reply of change events: every event the server has when the engine asks);")
 	fmt.Fprintln(w, "  docs/KiB rd: documents and BSON bytes returned, change events included (ev KiB); writes/KiB wr: write models and their filter+update BSON;")
 	fmt.Fprintln(w, "  srv KiB: stored bytes the server reads or rewrites to answer (not transferred); p50/p99/max: change event to acknowledged derived write.")
 	fmt.Fprintln(w)
