@@ -213,9 +213,9 @@ var (
 	userFields       = []string{FieldSubmission, FieldACSubmission, FieldACProblemIDs}
 )
 
-// movesSubmission reports whether changed path f may change which pair a
+// MovesSubmission reports whether changed path f may change which pair a
 // submission belongs to: its user or problem, or a path below them.
-func movesSubmission(f string) bool {
+func MovesSubmission(f string) bool {
 	return f == "user" || f == "problem" || strings.HasPrefix(f, "user.") || strings.HasPrefix(f, "problem.")
 }
 
@@ -281,7 +281,7 @@ func Extract(c Change) *Keys {
 		case c.Fields == nil:
 			k.Unknown[c.SubmissionID] = struct{}{}
 			k.LeavesPrior[c.SubmissionID] = true
-		case c.Move != (Move{}) || slices.ContainsFunc(c.Fields, movesSubmission):
+		case c.Move != (Move{}) || slices.ContainsFunc(c.Fields, MovesSubmission):
 			k.LeavesPrior[c.SubmissionID] = true
 		}
 		switch m := c.Move; {

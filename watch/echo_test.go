@@ -28,19 +28,7 @@ func echoSetup(t *testing.T) (*fixture, *watch.Engine, *watch.Metrics, func() []
 	must(err)
 	id := f.submit(t, f.end.Add(-time.Hour))
 	f.land(t, id, 0, 100)
-	stream, err := f.st.Open(ctx, watch.Position{Token: cp.Token})
-	must(err)
-	next := func() []watch.Event {
-		var evs []watch.Event
-		for {
-			ev, ok, err := stream.Next(ctx)
-			must(err)
-			if !ok {
-				return evs
-			}
-			evs = append(evs, ev)
-		}
-	}
+	next := openStream(f.st, cp.Token)
 	m := watch.NewMetrics(nil)
 	eng := &watch.Engine{Store: f.st, Feed: f.st, Checkpoints: f.st, Log: zerolog.Nop(), Metrics: m}
 	return f, eng, m, next
@@ -278,19 +266,7 @@ func TestSameValueWrittenFirstByAnotherInstanceSkippedAndConverged(t *testing.T)
 	must(err)
 	id := f.submit(t, f.end.Add(-time.Hour))
 	f.land(t, id, 0, 100)
-	stream, err := f.st.Open(ctx, watch.Position{Token: cp.Token})
-	must(err)
-	next := func() []watch.Event {
-		var evs []watch.Event
-		for {
-			ev, ok, err := stream.Next(ctx)
-			must(err)
-			if !ok {
-				return evs
-			}
-			evs = append(evs, ev)
-		}
-	}
+	next := openStream(f.st, cp.Token)
 	st := &beforeApply{Store: f.st, hook: func(w *watch.Writes) {
 		if _, err := f.st.Apply(ctx, w); err != nil { // the other instance's identical write
 			t.Fatal(err)

@@ -646,23 +646,12 @@ func insertedInBatch(events []Event) map[bson.ObjectID]bool {
 		case first:
 		case !out[id]:
 		case c.Op == materialize.OpReplace && c.HasPair:
-		case c.Op == materialize.OpUpdate && c.Fields != nil && !slices.ContainsFunc(c.Fields, movesSubmission):
+		case c.Op == materialize.OpUpdate && c.Fields != nil && !slices.ContainsFunc(c.Fields, materialize.MovesSubmission):
 		default:
 			delete(out, id)
 		}
 	}
 	return out
-}
-
-// movesSubmission reports whether changed path f may change which pair a
-// submission belongs to.
-func movesSubmission(f string) bool {
-	for _, k := range []string{"user", "problem"} {
-		if f == k || strings.HasPrefix(f, k+".") {
-			return true
-		}
-	}
-	return false
 }
 
 func (e *Engine) reportMalformed(bad []*materialize.DecodeError) {

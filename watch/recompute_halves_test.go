@@ -95,19 +95,7 @@ func TestMoveFromAMalformedStateConvergesWithoutEchoes(t *testing.T) {
 			// The first batch: another submission in bob's pair of 7.
 			must(f.st.Insert(materialize.CollSubmission, doc(other)("bob", 7)))
 			f.st.DropOwnEvents = true
-			stream, err := f.st.Open(context.Background(), watch.Position{Token: cp.Token})
-			must(err)
-			next := func() []watch.Event {
-				var evs []watch.Event
-				for {
-					ev, ok, err := stream.Next(context.Background())
-					must(err)
-					if !ok {
-						return evs
-					}
-					evs = append(evs, ev)
-				}
-			}
+			next := openStream(f.st, cp.Token)
 			batch := next()
 			if len(batch) != 1 {
 				t.Fatalf("first batch: %d events, want the other submission's insert", len(batch))
@@ -179,19 +167,7 @@ func TestMovesResolvedAcrossBatches(t *testing.T) {
 			must(err)
 
 			f.st.DropOwnEvents = true
-			stream, err := f.st.Open(context.Background(), watch.Position{Token: cp.Token})
-			must(err)
-			next := func() []watch.Event {
-				var evs []watch.Event
-				for {
-					ev, ok, err := stream.Next(context.Background())
-					must(err)
-					if !ok {
-						return evs
-					}
-					evs = append(evs, ev)
-				}
-			}
+			next := openStream(f.st, cp.Token)
 			set := func(k string, v any) {
 				must(f.st.Update(materialize.CollSubmission, setFields(f.st.Get(materialize.CollSubmission, s), k, v), []string{k}))
 			}
@@ -289,19 +265,7 @@ func TestMoveOfASubmissionNeverRecordedConverges(t *testing.T) {
 	must(err)
 
 	f.st.DropOwnEvents = true
-	stream, err := f.st.Open(context.Background(), watch.Position{Token: cp.Token})
-	must(err)
-	next := func() []watch.Event {
-		var evs []watch.Event
-		for {
-			ev, ok, err := stream.Next(context.Background())
-			must(err)
-			if !ok {
-				return evs
-			}
-			evs = append(evs, ev)
-		}
-	}
+	next := openStream(f.st, cp.Token)
 	set := func(k string, v any) {
 		must(f.st.Update(materialize.CollSubmission, setFields(f.st.Get(materialize.CollSubmission, s), k, v), []string{k}))
 	}

@@ -88,19 +88,7 @@ func TestInsertedSubmissionMovedBeforeTheReadsConvergesWithoutEchoes(t *testing.
 	must(f.st.Insert(materialize.CollSubmission, judged(other, "bob"))) // so bob's pair is recomputed by the batch
 
 	f.st.DropOwnEvents = true
-	stream, err := f.st.Open(context.Background(), watch.Position{Token: cp.Token})
-	must(err)
-	next := func() []watch.Event {
-		var evs []watch.Event
-		for {
-			ev, ok, err := stream.Next(context.Background())
-			must(err)
-			if !ok {
-				return evs
-			}
-			evs = append(evs, ev)
-		}
-	}
+	next := openStream(f.st, cp.Token)
 	batch := next()
 	ms := &movingStore{Store: f.st, move: func() {
 		must(f.st.Update(materialize.CollSubmission, setFields(f.st.Get(materialize.CollSubmission, s), "user", "bob"), []string{"user"}))
@@ -122,4 +110,22 @@ func TestInsertedSubmissionMovedBeforeTheReadsConvergesWithoutEchoes(t *testing.
 	}
 	must(eng.ProcessBatch(context.Background(), evs))
 	checkConverged(t, f.st, "after the move and the delete, without echoes")
+}
+
+// openStream opens st's change stream after token and returns a function
+// that reads every event available now (one batch's worth).
+func openStream(st *memstore.Store, token bson.Raw) func() []watch.Event {
+	stream, err := st.Open(context.Background(), watch.Position{Token: token})
+	must(err)
+	return func() []watch.Event {
+		var evs []watch.Event
+		for {
+			ev, ok, err := stream.Next(context.Background())
+			must(err)
+			if !ok {
+				return evs
+			}
+			evs = append(evs, ev)
+		}
+	}
 }

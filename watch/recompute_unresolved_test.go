@@ -63,19 +63,7 @@ func TestUnresolvableSubmissionEventsRebuild(t *testing.T) {
 			rebuilds := testutil.ToFloat64(reg.Rebuilds.WithLabelValues("unresolved"))
 
 			f.st.DropOwnEvents = true
-			stream, err := f.st.Open(context.Background(), watch.Position{Token: cp.Token})
-			must(err)
-			next := func() []watch.Event {
-				var evs []watch.Event
-				for {
-					ev, ok, err := stream.Next(context.Background())
-					must(err)
-					if !ok {
-						return evs
-					}
-					evs = append(evs, ev)
-				}
-			}
+			next := openStream(f.st, cp.Token)
 			switch mode {
 			case "changed fields unknown":
 				must(f.st.Insert(materialize.CollSubmission, doc(other, "bob", 7)))
