@@ -326,6 +326,19 @@ func TestPipelineEventNoLargerThanTheServers(t *testing.T) {
 		}
 		return d
 	}
+	// The largest value a homework can hold: a studentStatus filling a
+	// 16 MiB document beside its ObjectID _id (4 + 17 + 1 + 14 + value +
+	// 1 bytes). namesFit's $bsonSize({v: value}) stays within 16 MiB
+	// (value + 8 bytes); a size taken over more than one value (such as
+	// $bsonSize of updateDescription) would pass it and fail the stream.
+	fullStatus := func() bson.D {
+		const size = 16<<20 - 37
+		// {pad: "x..."}: 4 + 1 + 4 + 4 + len + 1 + 1 bytes.
+		return bson.D{{Key: "studentStatus", Value: bson.D{{Key: "pad", Value: strings.Repeat("x", size-15)}}}}
+	}
+	if n := len(rawOf(bson.D{{Key: "_id", Value: hw}, fullStatus()[0]})); n != 16<<20 {
+		t.Fatalf("the full homework is %d bytes, want %d", n, 16<<20)
+	}
 	users := bson.D{{Key: "submission", Value: int32(4)}, {Key: "AC_submission", Value: int32(2)}, {Key: "AC_problem_ids", Value: bson.A{int32(7), int32(3)}}}
 	cases := []struct {
 		name  string
@@ -341,6 +354,7 @@ func TestPipelineEventNoLargerThanTheServers(t *testing.T) {
 			update(append(bson.D{{Key: "md5", Value: "x"}}, users...), bson.A{}, bson.A{})), 0},
 		{"every entry's score of a homework", changeEvent("update", "homework", key(hw), update(scores(2000, int32(0)), bson.A{}, bson.A{})), 0},
 		{"twenty entries of 1 MiB (updatedFields past 16 MiB)", changeEvent("update", "homework", key(hw), update(big(20), bson.A{}, bson.A{})), 0},
+		{"a studentStatus as large as a homework can hold", changeEvent("update", "homework", key(hw), update(fullStatus(), bson.A{}, bson.A{})), 0},
 		{"every entry's score of a homework nulled", changeEvent("update", "homework", key(hw), update(scores(2000, nil), bson.A{}, bson.A{})), 0},
 	}
 	for _, c := range cases {
