@@ -131,8 +131,9 @@ func TestOfflineInterrupts(t *testing.T) {
 				return len(p) > 0 && exists(filepath.Join(p[0], "oplog.bson"))
 			}, 143},
 		// The partial archive is created before unpacking starts: seen
-		// failing (left beside --out) with archiveSource.close not
-		// aborting it.
+		// failing (left beside --out) with openArchive not aborting it
+		// when Unpack stops. (A failure after unpacking is
+		// TestOfflineArchiveFailedRebuildLeavesNoOutput's.)
 		{"rebuild archive unpacking SIGTERM", func(out string) []string {
 			return []string{"rebuild", "--dump", bigArchive, "--out", out + ".archive"}
 		}, syscall.SIGTERM,
