@@ -281,3 +281,44 @@ func TestIfSubmittedPairWithExtraHomework(t *testing.T) {
 	}
 	checkConverged(t, st, "after alice's part of H and problem 7 changed in one batch")
 }
+
+// TestDeletedOnlySubmissionWithHomeworkUserChange: one batch deletes
+// alice's only submission of problem 7 and changes her part of homework H,
+// which lists 7 but holds no entry of hers for it. The change to H alone
+// would make (alice, 7) matter only if she submitted to 7 (IfSubmitted);
+// the delete makes it matter whatever: her entry for 7 in H2 still counts
+// the deleted submission, and only reading the pair's (now no)
+// submissions resets it. Seen failing with the pair marked IfSubmitted
+// although the delete had made it dirty, and with the homework users
+// expanded before the submissions.
+func TestDeletedOnlySubmissionWithHomeworkUserChange(t *testing.T) {
+	st := memstore.New()
+	h, h2 := bson.ObjectID{11: 0xb1}, bson.ObjectID{11: 0xb2}
+	start := mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})
+	end := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	must(st.Load(materialize.CollUser, mtest.Raw("_id", "alice", "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	must(st.Load(materialize.CollProblem, mtest.Raw("_id", int32(7), "homeworks", bson.A{h, h2}), mtest.Raw("_id", int32(8), "homeworks", bson.A{h})))
+	must(st.Load(materialize.CollHomework,
+		mtest.Raw("_id", h, "duration", mtest.D("end", bson.NewDateTimeFromTime(end)), "studentStatus", mtest.D("alice", mtest.D("8", start))),
+		mtest.Raw("_id", h2, "duration", mtest.D("end", bson.NewDateTimeFromTime(end)), "studentStatus", mtest.D("alice", mtest.D("7", start)))))
+	ts := end.Add(-time.Hour)
+	s := bson.NewObjectIDFromTimestamp(ts)
+	must(st.Insert(materialize.CollSubmission, mtest.Raw("_id", s, "user", "alice", "problem", int32(7), "languageType", int32(1),
+		"timestamp", bson.NewDateTimeFromTime(ts), "status", int32(0), "score", int32(100))))
+	drain(t, st)
+	drain(t, st)
+	if es, err := mtest.StoredEntries(st.Get(materialize.CollHomework, h2)); err != nil || len(es["alice"]["7"].SubmissionIDs) != 1 {
+		t.Fatalf("before the batch, alice's entry for 7 in H2 = %+v (%v), want her submission in it", es["alice"]["7"], err)
+	}
+
+	must(st.Delete(materialize.CollSubmission, s))
+	must(st.Update(materialize.CollHomework, setFields(st.Get(materialize.CollHomework, h), "studentStatus",
+		mtest.D("alice", mtest.D("8", mtest.D("score", int32(5), "problemStatus", nil, "submissionIds", bson.A{})))),
+		[]string{"studentStatus.alice"}))
+	eng := newEngine(st)
+	eng.Config.BatchSize = 64
+	if err := eng.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkConverged(t, st, "after alice's only submission of 7 was deleted and her part of H changed in one batch")
+}

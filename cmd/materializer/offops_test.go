@@ -17,33 +17,45 @@ import (
 // TestDumpPlainAndGzipBoth: a collection present as X.bson and X.bson.gz
 // (a mongodump --gzip run into a directory a plain dump filled) is refused
 // naming both files: reading one would write the stale one to the output.
+// Both layouts: the collection files at the top, or in <database>/.
 func TestDumpPlainAndGzipBoth(t *testing.T) {
 	cleanConfigEnv(t)
-	for _, coll := range []string{"user", "submission"} {
-		t.Run(coll, func(t *testing.T) {
-			dir := cleanVectorDump(t)
-			b, err := os.ReadFile(filepath.Join(dir, coll+".bson"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, coll+".bson.gz"), gzipBytes(t, b), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			out := filepath.Join(t.TempDir(), "out")
-			for _, args := range [][]string{
-				{"verify", "--dump", dir},
-				{"rebuild", "--dump", dir, "--out", out},
-				{"explain", "--dump", dir, "--user", "u", "--problem", "1"},
-			} {
-				r := runCLI(t, args...)
-				if r.code != exitConfig || !strings.Contains(r.stderr, coll+".bson ") || !strings.Contains(r.stderr, coll+".bson.gz") {
-					t.Errorf("%q: want exit 2 naming %s.bson and %s.bson.gz\n%v", args, coll, coll, r)
+	for _, layout := range []string{"flat", "nested"} {
+		for _, coll := range []string{"user", "submission"} {
+			t.Run(layout+"/"+coll, func(t *testing.T) {
+				dir := cleanVectorDump(t)
+				files := dir
+				if layout == "nested" {
+					dir = t.TempDir()
+					files = filepath.Join(dir, "normal-oj")
+					if err := os.Rename(cleanVectorDump(t), files); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			if _, err := os.Stat(out); !os.IsNotExist(err) {
-				t.Errorf("--out %s written: %v", out, err)
-			}
-		})
+				b, err := os.ReadFile(filepath.Join(files, coll+".bson"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(files, coll+".bson.gz"), gzipBytes(t, b), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out := filepath.Join(t.TempDir(), "out")
+				plain := filepath.Join(files, coll+".bson")
+				for _, args := range [][]string{
+					{"verify", "--dump", dir},
+					{"rebuild", "--dump", dir, "--out", out},
+					{"explain", "--dump", dir, "--user", "u", "--problem", "1"},
+				} {
+					r := runCLI(t, args...)
+					if r.code != exitConfig || !strings.Contains(r.stderr, plain+" ") || !strings.Contains(r.stderr, plain+".gz") {
+						t.Errorf("%q: want exit 2 naming %s and %s.gz\n%v", args, plain, plain, r)
+					}
+				}
+				if _, err := os.Stat(out); !os.IsNotExist(err) {
+					t.Errorf("--out %s written: %v", out, err)
+				}
+			})
+		}
 	}
 }
 

@@ -151,31 +151,17 @@ func unary(op uint8, x value) (value, *Error) {
 	return value{}, newError(KindType, "bad operand type for unary "+name+": 'tuple'")
 }
 
-// intBinary applies op to two ints with CPython's long semantics, using
-// int64 arithmetic with overflow detection and math/big beyond it.
+// intBinary applies op to two ints with CPython's long semantics in
+// math/big (bigValue narrows a result that fits back to int64). binary
+// tries smallIntBinary first, so + - * // of two int64s arrive here only
+// when they overflow or divide by zero: no int64 fast path is repeated.
 func intBinary(op binOp, x, y value) (value, *Error) {
-	small := x.k == vInt && y.k == vInt
 	switch op {
 	case bAdd:
-		if small {
-			if s := x.i + y.i; (x.i^s)&(y.i^s) >= 0 {
-				return intValue(s), nil
-			}
-		}
 		return bigValue(new(big.Int).Add(x.toBig(), y.toBig()))
 	case bSub:
-		if small {
-			if s := x.i - y.i; (x.i^y.i)&(x.i^s) >= 0 {
-				return intValue(s), nil
-			}
-		}
 		return bigValue(new(big.Int).Sub(x.toBig(), y.toBig()))
 	case bMul:
-		if small {
-			if p, ok := mul64(x.i, y.i); ok {
-				return intValue(p), nil
-			}
-		}
 		if x.sign() == 0 || y.sign() == 0 {
 			return intValue(0), nil
 		}
@@ -189,13 +175,6 @@ func intBinary(op binOp, x, y value) (value, *Error) {
 	case bFloorDiv:
 		if y.sign() == 0 {
 			return value{}, newError(KindZeroDivision, "integer division or modulo by zero")
-		}
-		if small && !(x.i == math.MinInt64 && y.i == -1) {
-			q := x.i / y.i
-			if x.i%y.i != 0 && (x.i < 0) != (y.i < 0) {
-				q--
-			}
-			return intValue(q), nil
 		}
 		q, r := new(big.Int).QuoRem(x.toBig(), y.toBig(), new(big.Int))
 		if r.Sign() != 0 && r.Sign() != y.sign() {
