@@ -148,9 +148,18 @@ var (
 // watch.NotPrimary or watch.Fatal.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
 	cfg = cfg.withDefaults()
-	// Reads go to the primary whatever the URI says: a lagging secondary
-	// could return a source older than the event being processed, and the
-	// value derived from it would be saved past that event.
+	// Reads go to the primary (clientOptions overrides the URI's read
+	// preference): a lagging secondary could return a source older than
+	// the event being processed, and the value derived from it would be
+	// saved past that event. Not on a direct connection
+	// (directConnection=true): the topology is Single, the driver sends
+	// every command to that one server whatever the read preference
+	// (internal/serverselector/server_selector.go:136-137) and marks reads
+	// primaryPreferred (x/mongo/driver/operation.go:1923-1925), as the
+	// server selection spec's "Topology type: Single" requires, so a
+	// secondary answers them. The commands that write (cfg.Writes) refuse
+	// such a member (checkWritable); a read-only one (cfg.Writes false)
+	// reads what that secondary has, possibly behind the primary.
 	client, err := mongo.Connect(clientOptions(cfg.URI))
 	if err != nil {
 		return nil, openError(cfg, classify(err), fmt.Errorf("connect: %w", err))
@@ -222,7 +231,7 @@ func isMongos(hello bson.Raw) bool {
 // directConnection=true the topology is Single, the driver sends every
 // command to that one server whatever the read preference, and marks it
 // primaryPreferred so a secondary answers reads
-// (x/mongo/driver/operation.go:1910-1911), and on a secondary every
+// (x/mongo/driver/operation.go:1923-1925), and on a secondary every
 // write, the lease's findAndModify first, would fail NotWritablePrimary
 // forever.
 func checkWritable(hello bson.Raw) error {
@@ -301,7 +310,8 @@ func majorityProbeCommand(coll string) bson.D {
 // since every read decides a write (or a checkpoint) and a value read
 // from a write that is later rolled back would never be corrected (the
 // rollback emits no change event). Reads go to the client's read
-// preference, which Open sets to primary.
+// preference, which Open sets to primary; on a direct connection to a
+// secondary they go to it (see Open).
 func newDB(client *mongo.Client, cfg Config) *DB {
 	db := client.Database(cfg.Database, options.Database().
 		SetWriteConcern(writeconcern.Majority()).

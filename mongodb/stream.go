@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -34,7 +35,24 @@ func (d *DB) Open(ctx context.Context, at watch.Position) (watch.Stream, error) 
 	if err != nil {
 		return nil, streamFail(ctx, d.cfg.Database, "open change stream", err)
 	}
-	return &Stream{cs: cs, db: d.cfg.Database}, nil
+	return &Stream{cs: cs, db: d.cfg.Database, wait: getMoreBound(d.cfg), fresh: len(at.Token) > 0}, nil
+}
+
+// serverMaxAwait is the server's maxAwaitTimeMS when a getMore names none.
+const serverMaxAwait = time.Second
+
+// getMoreMargin is how much longer than its maxAwaitTimeMS one getMore may
+// take, a resume the driver runs within it included (killCursors, a new
+// aggregate), before Next abandons it as a timeout.
+const getMoreMargin = 10 * time.Second
+
+// getMoreBound bounds one Next's getMore: cfg's maxAwaitTimeMS (the
+// server's default when unset) plus getMoreMargin.
+func getMoreBound(cfg Config) time.Duration {
+	if cfg.MaxAwait > 0 {
+		return cfg.MaxAwait + getMoreMargin
+	}
+	return serverMaxAwait + getMoreMargin
 }
 
 // streamNeeds is the privilege of a database-level change stream.
@@ -93,8 +111,22 @@ func streamOptions(cfg Config, at watch.Position) *options.ChangeStreamOptionsBu
 // Stream is an open change stream (watch.Stream). It is not safe for
 // concurrent use.
 type Stream struct {
-	cs *mongo.ChangeStream
-	db string // the database's name, for errors
+	cs   *mongo.ChangeStream
+	db   string        // the database's name, for errors
+	wait time.Duration // bounds one getMore (getMoreBound)
+	// fresh: opened with startAfter and no event returned yet, the window
+	// in which the driver resumes with the wrong option (see Next).
+	fresh bool
+	// left is the getMore a cancelled Next left running; nil when none.
+	left *leftGetMore
+}
+
+// leftGetMore is a getMore that Next stopped waiting for when its
+// context ended.
+type leftGetMore struct {
+	done   chan struct{}      // closed when the getMore returned
+	cancel context.CancelFunc // cancels it (then no killCursors is sent)
+	token  bson.Raw           // the resume token when Next left
 }
 
 // Next implements watch.Stream. It asks the server once for the next event
@@ -109,10 +141,43 @@ type Stream struct {
 // caller closes it and reopens from its checkpoint) and is marked with
 // its class (classify). A stream the server closed (cursor id 0 after an
 // invalidate event) returns a watch.Transient error: reopening after the
-// invalidate's token starts a new stream. When ctx ends, the error is
-// watch.Cancelled and the stream is unusable.
+// invalidate's token starts a new stream. When ctx ends, Next returns at
+// once with a watch.Cancelled error and the stream is unusable but for
+// ResumeToken (the token when Next returned) and Close.
+//
+// The getMore does not run under ctx. The driver, when a getMore's
+// context ends, takes the error for a resumable one
+// (mongo/change_stream.go:772-776: not a server error), closes the cursor
+// under that ended context, so killCursors never leaves
+// (x/mongo/driver/operation.go:818-819 fails any command whose context
+// has ended), and zeroes the cursor id (x/mongo/driver/batch_cursor.go:
+// 295-301), so a later Close sends nothing either: the server would keep
+// the cursor until its idle timeout. So the getMore runs under a context
+// only its own bound (getMoreBound) ends; when ctx ends first, Next
+// leaves it running and Close waits for it, then kills the cursor.
+//
+// A stream opened with startAfter that has returned no event yet is
+// resumed by the driver with resumeAfter and the cached token
+// (mongo/change_stream.go:528-535, the initial postBatchResumeToken being
+// the startAfter token), unlike the change streams specification's resume
+// process (startAfter until a document was returned); from an invalidate
+// event's token the server refuses that with InvalidResumeToken (260).
+// That error is the driver's, not the token's: it is marked
+// watch.Transient, and the caller's reopening at its checkpoint, which
+// uses startAfter, succeeds.
 func (s *Stream) Next(ctx context.Context) (watch.Event, bool, error) {
-	if s.cs.TryNext(ctx) {
+	if s.left != nil {
+		return watch.Event{}, false, watch.WithClass(watch.Cancelled, errors.New("change stream: used after a cancelled Next"))
+	}
+	if err := ctx.Err(); err != nil {
+		return watch.Event{}, false, watch.WithClass(watch.Cancelled, fmt.Errorf("change stream: %w", err))
+	}
+	got, err := s.tryNext(ctx)
+	if err != nil {
+		return watch.Event{}, false, watch.WithClass(watch.Cancelled, fmt.Errorf("change stream: %w", err))
+	}
+	if got {
+		s.fresh = false
 		raw := slices.Clone(s.cs.Current)
 		ev, err := watch.DecodeEvent(raw)
 		if err != nil {
@@ -124,6 +189,11 @@ func (s *Stream) Next(ctx context.Context) (watch.Event, bool, error) {
 		return ev, true, nil
 	}
 	if err := s.cs.Err(); err != nil {
+		if s.fresh && isInvalidResumeToken(err) {
+			return watch.Event{}, false, legacySentinel(watch.WithClass(watch.Transient,
+				fmt.Errorf("change stream: the driver resumed a stream opened with startAfter using resumeAfter, refused from an invalidate event's token; reopen with startAfter: %w",
+					fail(s.db, streamNeeds, "change stream", err))))
+		}
 		return watch.Event{}, false, streamFail(ctx, s.db, "change stream", err)
 	}
 	if s.cs.ID() == 0 {
@@ -132,11 +202,49 @@ func (s *Stream) Next(ctx context.Context) (watch.Event, bool, error) {
 	return watch.Event{}, false, nil
 }
 
+// tryNext runs ChangeStream.TryNext. An event of the current batch needs
+// no command (mongo/change_stream.go:676-686 calls loopNext only on an
+// empty batch) and is taken under ctx. Otherwise TryNext runs in a
+// goroutine under s.wait and not ctx (see Next); when ctx ends first,
+// tryNext returns ctx's error and records the getMore it left in s.left.
+func (s *Stream) tryNext(ctx context.Context) (bool, error) {
+	if s.cs.RemainingBatchLength() > 0 {
+		return s.cs.TryNext(ctx), nil
+	}
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.wait)
+	token := s.ResumeToken()
+	done := make(chan struct{})
+	var got bool
+	go func() {
+		defer close(done)
+		defer cancel()
+		got = s.cs.TryNext(gctx)
+	}()
+	select {
+	case <-done:
+		return got, nil
+	case <-ctx.Done():
+		s.left = &leftGetMore{done: done, cancel: cancel, token: token}
+		return false, ctx.Err()
+	}
+}
+
+// isInvalidResumeToken reports whether err is the server's
+// InvalidResumeToken (260).
+func isInvalidResumeToken(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(codeInvalidResumeToken)
+}
+
 // ResumeToken implements watch.Stream: the driver's cached resume token
 // (the last event's _id, or the postBatchResumeToken of the last batch
 // once it is consumed, so it advances on a quiet stream); nil before the
-// server sent any.
+// server sent any. After a cancelled Next, the token when it returned: an
+// event the getMore it left running received was never returned.
 func (s *Stream) ResumeToken() bson.Raw {
+	if s.left != nil {
+		return slices.Clone(s.left.token)
+	}
 	t := s.cs.ResumeToken()
 	if t == nil {
 		return nil
@@ -149,10 +257,24 @@ func (s *Stream) ResumeToken() bson.Raw {
 // server is unreachable: ChangeStream.Close passes ctx to the cursor's
 // close (mongo/change_stream.go:609-623), which runs killCursors with it
 // (x/mongo/driver/batch_cursor.go, BatchCursor.Close). With a ctx without
-// deadline it is bounded by closeTimeout.
+// deadline it is bounded by closeTimeout. A getMore a cancelled Next left
+// running (at most its maxAwaitTimeMS on a live server) is waited for
+// first, so the cursor is still open to kill; if ctx ends before it
+// returns, it is cancelled and the cursor left to the server's idle
+// timeout.
 func (s *Stream) Close(ctx context.Context) error {
 	ctx, cancel := boundClose(ctx)
 	defer cancel()
+	if l := s.left; l != nil {
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			l.cancel()
+			<-l.done
+			_ = s.cs.Close(ctx)
+			return fail(s.db, need{}, "close change stream: a getMore still running", ctx.Err())
+		}
+	}
 	if err := s.cs.Close(ctx); err != nil {
 		return fail(s.db, need{}, "close change stream", err)
 	}

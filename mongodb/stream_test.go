@@ -1,0 +1,179 @@
+package mongodb
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/drivertest"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/xoptions"
+
+	"github.com/normal-oj/noj-materializer/watch"
+)
+
+// TestNextCancelledKillsCursor: when the caller's context ends while a
+// getMore waits on the server, Next returns at once with a Cancelled
+// error, and the cursor is still killed: Close sends a killCursors that
+// the server answers. The mock deployment's getMore waits until its own
+// context ends or Next has returned; the test cancels the caller's
+// context as the getMore starts. Close must wait for that getMore before
+// it kills the cursor. A getMore under the caller's context
+// would end there and the driver would close the cursor under the ended
+// context (no killCursors) and zero its id (Close sends none).
+func TestNextCancelledKillsCursor(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned := make(chan struct{})
+	var mu sync.Mutex
+	var started, succeeded []string
+	var killed bson.Raw
+	mon := &event.CommandMonitor{
+		Started: func(opCtx context.Context, e *event.CommandStartedEvent) {
+			mu.Lock()
+			started = append(started, e.CommandName)
+			if e.CommandName == "killCursors" {
+				killed = append(bson.Raw(nil), e.Command...)
+			}
+			mu.Unlock()
+			if e.CommandName == "getMore" {
+				cancel() // SIGTERM, a lost lease, while the server waits for events
+				select {
+				case <-opCtx.Done():
+				case <-returned:
+				case <-time.After(10 * time.Second):
+				}
+			}
+		},
+		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			succeeded = append(succeeded, e.CommandName)
+		},
+	}
+	d, md := monitorMockDB(t, mon)
+	md.AddResponses(streamReply(true, 42, bson.A{}, token(1_800_000_000, 1)),
+		streamReply(false, 42, bson.A{}, token(1_800_000_000, 2)),
+		bson.D{{Key: "ok", Value: 1}, {Key: "cursorsKilled", Value: bson.A{int64(42)}}})
+	st, err := d.Open(context.Background(), watch.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.Next(ctx); ok || err != nil { // the aggregate's empty first batch: no getMore
+		t.Fatalf("first Next = %v, %v; want no event", ok, err)
+	}
+	_, ok, err := st.Next(ctx)
+	close(returned)
+	if ok || watch.Classify(ctx, err) != watch.Cancelled {
+		t.Fatalf("Next cancelled during its getMore = %v, %v; want a cancelled error", ok, err)
+	}
+	if err := st.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The getMore Next left ends first (its reply read), then Close kills
+	// the cursor it left open.
+	if want := []string{"aggregate", "getMore", "killCursors"}; !slices.Equal(succeeded, want) {
+		t.Fatalf("commands started %v, answered %v: want %v answered", started, succeeded, want)
+	}
+	if id, ok := killed.Lookup("cursors", "0").Int64OK(); !ok || id != 42 {
+		t.Errorf("killCursors %s, want cursor 42", killed)
+	}
+}
+
+// TestNextStartAfterResumeRefused: a stream opened with startAfter (an
+// invalidate event's token) whose first getMore fails with a resumable
+// error is resumed by the driver with resumeAfter, which the server
+// refuses from that token (260 InvalidResumeToken). The fault policy must
+// answer with a reopen at the checkpoint (which uses startAfter), not a
+// rebuild.
+func TestNextStartAfterResumeRefused(t *testing.T) {
+	inv := token(1_800_000_000, 5)
+	cases := []struct {
+		name  string
+		at    watch.Position
+		event bool // an event is returned before the getMore fails
+		want  watch.Action
+	}{
+		{"fresh startAfter", watch.Position{Token: bson.Raw(mustMarshal(t, inv))}, false, watch.ActReopen},
+		// Past the first event the driver's resumeAfter is what the spec
+		// asks for; a 260 then is the token's own fault.
+		{"after an event", watch.Position{Token: bson.Raw(mustMarshal(t, inv))}, true, watch.ActRebuild},
+		{"opened at a time", watch.Position{StartAt: bson.Timestamp{T: 1_800_000_000, I: 1}}, false, watch.ActRebuild},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, md, sent := mockDB(t)
+			var first bson.A
+			if c.event {
+				first = bson.A{bson.D{{Key: "_id", Value: token(1_800_000_001, 1)}, {Key: "operationType", Value: "insert"},
+					{Key: "clusterTime", Value: bson.Timestamp{T: 1_800_000_001, I: 1}},
+					{Key: "ns", Value: bson.D{{Key: "db", Value: "normal-oj"}, {Key: "coll", Value: "submission"}}},
+					{Key: "documentKey", Value: bson.D{{Key: "_id", Value: bson.NewObjectID()}}}}}
+			} else {
+				first = bson.A{}
+			}
+			md.AddResponses(streamReply(true, 42, first, inv),
+				commandError(91, "ShutdownInProgress", "shutting down", "ResumableChangeStreamError"),
+				bson.D{{Key: "ok", Value: 1}, {Key: "cursorsKilled", Value: bson.A{int64(42)}}},
+				commandError(260, "InvalidResumeToken", "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification."))
+			st, err := d.Open(context.Background(), c.at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nerr error
+			for range 3 {
+				if _, ok, err := st.Next(context.Background()); !ok && err != nil {
+					nerr = err
+					break
+				}
+			}
+			ctx := context.Background()
+			if got := watch.Decide(watch.Classify(ctx, nerr), watch.PhaseStreamNext); got != c.want {
+				t.Errorf("Next: %v (class %s): action %s, want %s", nerr, watch.Classify(ctx, nerr), got, c.want)
+			}
+			// The driver's resume, as read in mongo/change_stream.go
+			// replaceOptions: resumeAfter with the cached token.
+			cmds := sent()
+			last := cmds[len(cmds)-1]
+			if c.at.Token != nil && !c.event {
+				stage, _ := last.Lookup("pipeline", "0", "$changeStream").DocumentOK()
+				if _, err := stage.LookupErr("resumeAfter"); err != nil {
+					t.Errorf("the driver's resume sent %s: no resumeAfter (the driver changed: revisit Next)", stage)
+				}
+			}
+		})
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := bson.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// monitorMockDB is a DB on the driver's mock deployment (as mockDB) with
+// the command monitor mon.
+func monitorMockDB(t *testing.T, mon *event.CommandMonitor) (*DB, *drivertest.MockDeployment) {
+	t.Helper()
+	md := drivertest.NewMockDeployment()
+	opts := options.Client().SetMonitor(mon)
+	if err := xoptions.SetInternalClientOptions(opts, "deployment", md); err != nil {
+		t.Fatal(err)
+	}
+	client, err := mongo.Connect(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return newDB(client, Config{}.withDefaults()), md
+}
