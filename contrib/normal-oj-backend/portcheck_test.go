@@ -1,0 +1,194 @@
+// Package backend holds the Back-End half's tests that run without the
+// Back-End: port-check.sh over a synthetic repository, and over a real
+// Back-End checkout when NOJ_BACKEND_DIR names one.
+package backend
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func needTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"git", "python3", "bash"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("port-check.sh needs %s", tool)
+		}
+	}
+}
+
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// portCheck runs port-check.sh and returns its exit status, its output and
+// the status it reported per scope ("app.py Store.add" → "same").
+func portCheck(t *testing.T, args ...string) (int, string, map[string]string) {
+	t.Helper()
+	out, err := exec.Command("bash", append([]string{"port-check.sh"}, args...)...).CombinedOutput()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	scopes := map[string]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 3 && (f[0] == "same" || f[0] == "DIFFERS" || f[0] == "gone") {
+			scopes[f[1]+" "+f[2]] = f[0]
+		}
+	}
+	return code, string(out), scopes
+}
+
+const baseApp = `import os
+
+
+class Store:
+    limit = 3
+
+    def add(self, x):
+        total = x
+        total += 1
+        return total
+
+    def remove(self, x):
+        y = x - 1
+        return y
+
+
+def helper(a):
+    b = a * 2
+    c = b + 1
+    d = c + 1
+    e = d + 1
+    return e
+`
+
+func TestPortCheck(t *testing.T) {
+	needTools(t)
+	repo, patches := t.TempDir(), t.TempDir()
+	gitIn(t, repo, "init", "-q")
+	writeFiles(t, repo, map[string]string{"app.py": baseApp, "other.py": "def untouched():\n    return 1\n"})
+	gitIn(t, repo, "add", ".")
+	gitIn(t, repo, "commit", "-qm", "base")
+	gitIn(t, repo, "tag", "base")
+	// The series: one patch per function, as the Back-End's is made.
+	for _, p := range []struct{ old, new, msg string }{
+		// six lines more: the next patch's line numbers are not the base's
+		{"total += 1", "total += 2" + strings.Repeat("\n        # by two", 6), "add by two"},
+		{"b = a * 2", "b = a * 3", "helper triples"},
+	} {
+		b, err := os.ReadFile(filepath.Join(repo, "app.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, repo, map[string]string{"app.py": strings.Replace(string(b), p.old, p.new, 1)})
+		gitIn(t, repo, "commit", "-qam", p.msg)
+	}
+	gitIn(t, repo, "format-patch", "-q", "--full-index", "-o", patches, "base")
+	gitIn(t, repo, "checkout", "-q", "base")
+
+	for _, c := range []struct {
+		name   string
+		edit   map[string]string // old → new in app.py, committed on base
+		exit   int
+		apply  string
+		scopes map[string]string
+	}{
+		{"at the base", nil, 0, "applies: cleanly",
+			map[string]string{"app.py Store.add": "same", "app.py helper": "same"}},
+		{"untouched function, comment and offset", map[string]string{
+			"import os\n":    "import os\nimport sys\n",
+			"y = x - 1":      "y = x - 2",
+			"    return e\n": "    # five lines down\n    return e\n",
+		}, 0, "applies: cleanly",
+			map[string]string{"app.py Store.add": "same", "app.py helper": "same"}},
+		{"touched function changed within the context", map[string]string{"d = c + 1": "d = c + 5"},
+			1, "applies: only with a 3-way merge",
+			map[string]string{"app.py Store.add": "same", "app.py helper": "DIFFERS"}},
+		{"the changed line changed", map[string]string{"total += 1": "total += 5"},
+			3, "applies: NO, not even with a 3-way merge: Patch failed at 0001",
+			map[string]string{"app.py Store.add": "DIFFERS", "app.py helper": "same"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gitIn(t, repo, "checkout", "-q", "-B", "site", "base")
+			if c.edit != nil {
+				text := baseApp
+				for o, n := range c.edit {
+					text = strings.Replace(text, o, n, 1)
+				}
+				writeFiles(t, repo, map[string]string{"app.py": text})
+				gitIn(t, repo, "commit", "-qam", c.name)
+			}
+			head := gitIn(t, repo, "rev-parse", "HEAD")
+			code, out, scopes := portCheck(t, "--base", "base", "--patches", patches, repo)
+			if code != c.exit || !strings.Contains(out, c.apply) {
+				t.Errorf("exit %d, want %d with %q:\n%s", code, c.exit, c.apply, out)
+			}
+			for k, v := range c.scopes {
+				if scopes[k] != v {
+					t.Errorf("%s: %q, want %q:\n%s", k, scopes[k], v, out)
+				}
+			}
+			if len(scopes) != len(c.scopes) {
+				t.Errorf("scopes %v, want only %v", scopes, c.scopes)
+			}
+			if now := gitIn(t, repo, "rev-parse", "HEAD"); now != head || gitIn(t, repo, "status", "--porcelain") != "" {
+				t.Errorf("the checkout was changed: HEAD %s, status %q", now, gitIn(t, repo, "status", "--porcelain"))
+			}
+		})
+	}
+}
+
+// TestPortCheckBackend runs port-check.sh on the Back-End checkout named by
+// NOJ_BACKEND_DIR: the series must apply at least with a 3-way merge and
+// name the functions it changes; at dfbd76a it applies cleanly and every
+// one is the same.
+func TestPortCheckBackend(t *testing.T) {
+	dir := os.Getenv("NOJ_BACKEND_DIR")
+	if dir == "" {
+		t.Skip("set NOJ_BACKEND_DIR to a Normal-OJ/Back-End checkout (git clone https://github.com/Normal-OJ/Back-End)")
+	}
+	needTools(t)
+	code, out, scopes := portCheck(t, dir)
+	for _, f := range []string{"Submission.finish_judging", "Submission.verify_token", "Submission.submit", "Homework.update", "on_submission_complete"} {
+		found := false
+		for k := range scopes {
+			found = found || strings.HasSuffix(k, " "+f)
+		}
+		if !found {
+			t.Errorf("%s not reported:\n%s", f, out)
+		}
+	}
+	if code != 0 && code != 1 {
+		t.Errorf("exit %d: the series does not apply to %s:\n%s", code, dir, out)
+	}
+	if gitIn(t, dir, "rev-parse", "--short=7", "HEAD") == "dfbd76a" {
+		if code != 0 || strings.Contains(out, "DIFFERS") || strings.Contains(out, "gone") {
+			t.Errorf("at dfbd76a: exit %d, or a function differs:\n%s", code, out)
+		}
+	}
+	t.Logf("\n%s", out)
+}
