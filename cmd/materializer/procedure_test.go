@@ -220,8 +220,7 @@ func TestOperationsRestoreProcedure(t *testing.T) {
 // services named), the mongorestore --drop, or the online rebuild.
 func restoreStep(line string) (action string, services []string) {
 	words, _ := shellWords(line)
-	switch {
-	case len(words) > 2 && words[0] == "docker" && words[1] == "compose":
+	if len(words) > 2 && words[0] == "docker" && words[1] == "compose" {
 		words = words[2:]
 		for len(words) > 0 && strings.HasPrefix(words[0], "-") { // -f FILE, -p NAME
 			words = words[min(2, len(words)):]
