@@ -65,18 +65,20 @@ if git -C "$backend" rev-parse --verify -q HEAD >/dev/null 2>&1; then
     git -C "$backend" archive HEAD | tar -C "$work/base" -xf -
     git clone -q --shared --no-checkout "$backend" "$work/clone"
     git -C "$work/clone" -c advice.detachedHead=false checkout -q --detach "$(git -C "$backend" rev-parse HEAD)"
-    git -C "$work/clone" -c user.name=check -c user.email=check@localhost am -q -3 "${series[@]}" || {
+    git -C "$work/clone" -c user.name=check -c user.email=check@localhost am -q -3 "${series[@]}" >"$work/am.log" 2>&1 || {
+      grep -E '^(error|CONFLICT|Patch failed)' "$work/am.log" >&2
       echo "the series does not apply to $backend, even with a 3-way merge: port it on a branch" \
            "(port-check.sh $backend says where to look), then: $0 --baseline REV $backend" >&2; exit 1; }
     git -C "$work/clone" archive HEAD | tar -C "$work/patched" -xf -
+    echo "patch series applies"
   fi
 else
   log "copying $backend (no git); git apply patches/*.patch (${#series[@]}), in order"
   (cd "$backend" && tar -cf - .) | tar -C "$work/base" -xf -
   (cd "$backend" && tar -cf - .) | tar -C "$work/patched" -xf -
   for p in "${series[@]}"; do (cd "$work/patched" && git apply "$p"); done
+  echo "patch series applies"
 fi
-echo "patch series applies"
 
 # --- 2. Python dependencies ---------------------------------------------------
 "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11), sys.version' ||
