@@ -192,3 +192,62 @@ func TestPortCheckBackend(t *testing.T) {
 	}
 	t.Logf("\n%s", out)
 }
+
+// TestSwitchOverSteps runs the Back-End steps of docs/switch-over.md's
+// "Order of steps" (port-check, git apply --check, the branch and git am -3)
+// on a clone of NOJ_BACKEND_DIR; check.sh runs only its first step there
+// (PYTHON=/bin/false stops it before the Back-End's suite), which must
+// find the series on the branch and take --baseline.
+func TestSwitchOverSteps(t *testing.T) {
+	dir := os.Getenv("NOJ_BACKEND_DIR")
+	if dir == "" {
+		t.Skip("set NOJ_BACKEND_DIR to a Normal-OJ/Back-End checkout (git clone https://github.com/Normal-OJ/Back-End)")
+	}
+	needTools(t)
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "switch-over.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, steps, ok := strings.Cut(string(doc), "## Order of steps")
+	if !ok {
+		t.Fatal("docs/switch-over.md: no Order of steps")
+	}
+	steps, _, _ = strings.Cut(steps, "\n## ")
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	gitIn(t, work, "clone", "-q", dir, "Back-End")
+	script := []string{"cd " + work, "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t"}
+	ran := 0
+	for _, block := range strings.Split(steps, "```sh\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		for _, line := range strings.Split(block, "\n") {
+			cmd, _, _ := strings.Cut(strings.TrimSpace(line), "#")
+			cmd = strings.TrimSpace(cmd)
+			switch {
+			case cmd == "":
+				continue
+			case strings.HasPrefix(cmd, "P="):
+				cmd = "P=" + here
+			case strings.HasPrefix(cmd, "$P/port-check.sh"):
+				cmd += " || [ $? = 1 ]" // a checkout past dfbd76a may need the 3-way merge
+			case strings.HasPrefix(cmd, "$P/check.sh"):
+				cmd = "PYTHON=/bin/false " + cmd + " 2>&1 | tee /dev/stderr | grep -q 'holds the series; baseline: [0-9a-f]\\{40\\}'"
+			}
+			script = append(script, cmd+` || { echo "FAILED: `+strings.ReplaceAll(cmd, `"`, `'`)+`"; exit 1; }`)
+			ran++
+		}
+	}
+	if ran < 6 {
+		t.Fatalf("%d commands in the Order of steps' sh blocks, want port-check, git apply --check, the branch, git am, check.sh", ran)
+	}
+	out, err := exec.Command("bash", "-c", strings.Join(script, "\n")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s\n--- script:\n%s", err, out, strings.Join(script, "\n"))
+	}
+	if got := gitIn(t, filepath.Join(work, "Back-End"), "log", "--format=%s", "-6"); !strings.Contains(got, "DERIVED_DATA_OWNER") {
+		t.Errorf("the branch does not hold the series:\n%s", got)
+	}
+}
