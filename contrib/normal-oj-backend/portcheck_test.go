@@ -89,6 +89,7 @@ def helper(a):
 func TestPortCheck(t *testing.T) {
 	needTools(t)
 	repo, patches := t.TempDir(), t.TempDir()
+	origin := repo
 	gitIn(t, repo, "init", "-q")
 	writeFiles(t, repo, map[string]string{"app.py": baseApp, "other.py": "def untouched():\n    return 1\n"})
 	gitIn(t, repo, "add", ".")
@@ -133,6 +134,10 @@ func TestPortCheck(t *testing.T) {
 			map[string]string{"app.py Store.add": "DIFFERS", "app.py helper": "same"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			gitIn(t, dir, "clone", "-q", origin, "site")
+			repo := filepath.Join(dir, "site")
 			gitIn(t, repo, "checkout", "-q", "-B", "site", "base")
 			if c.edit != nil {
 				text := baseApp
