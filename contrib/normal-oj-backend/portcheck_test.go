@@ -256,3 +256,47 @@ func TestSwitchOverSteps(t *testing.T) {
 		t.Errorf("the branch does not hold the series:\n%s", got)
 	}
 }
+
+// TestSeriesAppliesAlike: on NOJ_BACKEND_DIR's dfbd76a, git am of the
+// series (what switch-over.md has an operator run) and git apply of each
+// patch in order on a copy without git (check.sh's way for a plain
+// directory) give the same tree.
+func TestSeriesAppliesAlike(t *testing.T) {
+	dir := os.Getenv("NOJ_BACKEND_DIR")
+	if dir == "" {
+		t.Skip("set NOJ_BACKEND_DIR to a Normal-OJ/Back-End checkout (git clone https://github.com/Normal-OJ/Back-End)")
+	}
+	needTools(t)
+	series, err := filepath.Glob(filepath.Join(mustAbs(t, "patches"), "*.patch"))
+	if err != nil || len(series) == 0 {
+		t.Fatalf("no patches/*.patch: %v", err)
+	}
+	work := t.TempDir()
+	am, plain := filepath.Join(work, "am"), filepath.Join(work, "plain")
+	gitIn(t, work, "clone", "-q", dir, "am")
+	gitIn(t, am, "checkout", "-q", "dfbd76a")
+	gitIn(t, am, append([]string{"am", "-q"}, series...)...)
+	if err := os.Mkdir(plain, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("bash", "-c", `git -C "$1" archive dfbd76a | tar -C "$2" -xf -`, "-", am, plain).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, p := range series {
+		gitIn(t, plain, "apply", p)
+	}
+	gitIn(t, plain, "init", "-q")
+	gitIn(t, plain, "add", "-A")
+	if a, p := gitIn(t, am, "rev-parse", "HEAD^{tree}"), gitIn(t, plain, "write-tree"); a != p {
+		t.Errorf("git am gives tree %s, git apply in order %s", a, p)
+	}
+}
+
+func mustAbs(t *testing.T, path string) string {
+	t.Helper()
+	p, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
