@@ -214,3 +214,122 @@ func TestOperationsRestoreProcedure(t *testing.T) {
 		}
 	}
 }
+
+// restoreStep names what one line of a restore procedure does to the
+// services that write to the database: stop or start (with the compose
+// services named), the mongorestore --drop, or the online rebuild.
+func restoreStep(line string) (action string, services []string) {
+	words, _ := shellWords(line)
+	if len(words) > 2 && words[0] == "docker" && words[1] == "compose" {
+		words = words[2:]
+		for len(words) > 0 && strings.HasPrefix(words[0], "-") { // -f FILE, -p NAME
+			words = words[min(2, len(words)):]
+		}
+		if len(words) == 0 {
+			return "", nil
+		}
+		verb, rest := words[0], words[1:]
+		var names []string
+		for _, w := range rest {
+			if !strings.HasPrefix(w, "-") {
+				names = append(names, w)
+			}
+		}
+		switch verb {
+		case "stop", "down":
+			return "stop", names
+		case "start", "up", "restart":
+			return "start", names
+		case "run", "exec":
+			words = rest
+		}
+	}
+	online, rebuild := false, false
+	for _, w := range words {
+		switch w {
+		case "mongorestore":
+			if strings.Contains(line, "--drop") {
+				return "mongorestore", nil
+			}
+		case "materializer":
+			online = true
+		case "rebuild":
+			rebuild = online
+		case "--dump":
+			return "", nil
+		}
+	}
+	if rebuild {
+		return "rebuild", nil
+	}
+	return "", nil
+}
+
+// TestRestoreProcedureOrder: in both restore procedures of
+// docs/recovery.md, the Back-End's web processes, the judging path (the
+// sandbox service) and the daemon are stopped before mongorestore --drop
+// (a submission or result landing while collections are dropped and
+// reloaded is lost), and started only after the online rebuild has
+// recorded a fresh start position.
+func TestRestoreProcedureOrder(t *testing.T) {
+	for _, c := range []struct{ name, marker string }{
+		{"directory", "<!-- procedure: restore from a directory"},
+		{"archive", "<!-- procedure: restore from an archive"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lines := docBlock(t, filepath.Join("..", "..", "docs", "recovery.md"), c.marker)
+			stopped, started := map[string]int{}, map[string]int{} // service → first stop, last start
+			restore, rebuild := -1, -1
+			for i, line := range lines {
+				action, services := restoreStep(line)
+				for _, s := range services {
+					if _, ok := stopped[s]; action == "stop" && !ok {
+						stopped[s] = i
+					} else if action == "start" {
+						started[s] = i
+					}
+				}
+				switch {
+				case action == "mongorestore" && restore < 0:
+					restore = i
+				case action == "rebuild" && restore >= 0 && rebuild < 0:
+					rebuild = i
+				}
+			}
+			if restore < 0 || rebuild < 0 {
+				t.Fatalf("no mongorestore --drop followed by an online materializer rebuild in:\n%s", strings.Join(lines, "\n"))
+			}
+			for _, s := range []string{"web", "sandbox", "materializer"} {
+				if i, ok := stopped[s]; !ok || i > restore {
+					t.Errorf("%s is not stopped before mongorestore --drop", s)
+				}
+				if i, ok := started[s]; !ok || i < rebuild {
+					t.Errorf("%s is not started after the online rebuild", s)
+				}
+			}
+		})
+	}
+}
+
+func TestRestoreStep(t *testing.T) {
+	for _, c := range []struct {
+		line, action string
+		services     []string
+	}{
+		{"docker compose stop web sandbox materializer", "stop", []string{"web", "sandbox", "materializer"}},
+		{"docker compose -f a.yml start materializer  # later", "start", []string{"materializer"}},
+		{"docker compose up -d web", "start", []string{"web"}},
+		{"docker compose exec mongo mongorestore --gzip --drop /data/db/x", "mongorestore", nil},
+		{"mongorestore --uri \"$URI\" --archive=x", "", nil},
+		{"docker compose run --rm materializer rebuild", "rebuild", nil},
+		{"materializer rebuild", "rebuild", nil},
+		{"materializer rebuild --dump b --out f", "", nil},
+		{"docker run --rm noj-materializer:1 rebuild --dump /dump --out /out", "", nil},
+		{"# stop the daemon, then:", "", nil},
+	} {
+		action, services := restoreStep(c.line)
+		if action != c.action || strings.Join(services, " ") != strings.Join(c.services, " ") {
+			t.Errorf("restoreStep(%q) = %q %v, want %q %v", c.line, action, services, c.action, c.services)
+		}
+	}
+}

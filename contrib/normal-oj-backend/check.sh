@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# check.sh BACKEND_DIR: check derived-data-owner.patch against a Normal-OJ
-# Back-End checkout (commit dfbd76a) without touching it.
+# check.sh [--baseline REV] BACKEND_DIR: check the patch series
+# (patches/*.patch) against a Normal-OJ Back-End checkout without touching it.
 #
-#  1. copies BACKEND_DIR twice into a temporary directory and applies the
-#     patch to one copy (`git apply`);
+#  1. copies the checkout's HEAD twice into a temporary directory and applies
+#     the series to one copy, in order (`git am -3`: a site's Back-End need
+#     not be at dfbd76a; `git apply` for a directory without git). A
+#     checkout that holds the series already (ported by hand) is the patched
+#     copy, and --baseline REV (the commit it was applied on) the other;
 #  2. makes the Back-End's Python dependencies importable: what PYTHON lacks
 #     comes from Debian 13 packages, downloaded with a private apt
 #     configuration into the cache (pydeps.sh; no PyPI, the machine's apt
@@ -28,8 +31,10 @@
 # Exit status 0 only when every step passed.
 set -euo pipefail
 
+baseline_rev=""
+if [ "${1:-}" = --baseline ] && [ $# -ge 2 ]; then baseline_rev=$2; shift 2; fi
 if [ $# -ne 1 ] || [ ! -d "$1" ]; then
-  echo "usage: $0 BACKEND_DIR   (a Normal-OJ/Back-End checkout at dfbd76a)" >&2
+  echo "usage: $0 [--baseline REV] BACKEND_DIR   (a Normal-OJ/Back-End checkout)" >&2
   exit 2
 fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,19 +46,39 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 log() { printf '\n==> %s\n' "$*"; }
 
-# --- 1. copies and the patch ------------------------------------------------
-if git -C "$backend" rev-parse --git-dir >/dev/null 2>&1; then
-  head=$(git -C "$backend" rev-parse --short=7 HEAD)
-  [ "$head" = dfbd76a ] || echo "note: $backend is at $head, the patch is made against dfbd76a" >&2
-fi
-log "copying $backend; git apply $(cd "$here" && ls ./*.patch)"
+# --- 1. copies and the patch series -----------------------------------------------
+series=("$here"/patches/*.patch)
 mkdir -p "$work/base" "$work/patched"
-(cd "$backend" && tar --exclude=.git -cf - .) | tar -C "$work/base" -xf -
-(cd "$backend" && tar --exclude=.git -cf - .) | tar -C "$work/patched" -xf -
-for p in "$here"/*.patch; do
-  (cd "$work/patched" && git apply --check "$p" && git apply "$p")
-done
-echo "patch applies"
+if git -C "$backend" rev-parse --verify -q HEAD >/dev/null 2>&1; then
+  # committed files only: what a build of the checkout would take
+  at=$(git -C "$backend" log -1 --format='%h %s' HEAD)
+  [ -z "$(git -C "$backend" status --porcelain --untracked-files=no)" ] ||
+    echo "note: uncommitted changes in $backend are not checked (HEAD is)" >&2
+  if git -C "$backend" grep -q DERIVED_DATA_OWNER HEAD -- config.py; then
+    [ -n "$baseline_rev" ] || { echo "$backend ($at) holds the series already:" \
+      "name the commit it was applied on: $0 --baseline REV $backend" >&2; exit 2; }
+    log "$backend at $at holds the series; baseline: $baseline_rev"
+    git -C "$backend" archive "$baseline_rev" | tar -C "$work/base" -xf -
+    git -C "$backend" archive HEAD | tar -C "$work/patched" -xf -
+  else
+    log "$backend at $at; git am -3 patches/*.patch (${#series[@]}) on a copy"
+    git -C "$backend" archive HEAD | tar -C "$work/base" -xf -
+    git clone -q --shared --no-checkout "$backend" "$work/clone"
+    git -C "$work/clone" -c advice.detachedHead=false checkout -q --detach "$(git -C "$backend" rev-parse HEAD)"
+    git -C "$work/clone" -c user.name=check -c user.email=check@localhost am -q -3 "${series[@]}" >"$work/am.log" 2>&1 || {
+      grep -E '^(error|CONFLICT|Patch failed)' "$work/am.log" >&2
+      echo "the series does not apply to $backend, even with a 3-way merge: port it on a branch" \
+           "(port-check.sh $backend says where to look), then: $0 --baseline REV $backend" >&2; exit 1; }
+    git -C "$work/clone" archive HEAD | tar -C "$work/patched" -xf -
+    echo "patch series applies"
+  fi
+else
+  log "copying $backend (no git); git apply patches/*.patch (${#series[@]}), in order"
+  (cd "$backend" && tar -cf - .) | tar -C "$work/base" -xf -
+  (cd "$backend" && tar -cf - .) | tar -C "$work/patched" -xf -
+  for p in "${series[@]}"; do (cd "$work/patched" && git apply "$p"); done
+  echo "patch series applies"
+fi
 
 # --- 2. Python dependencies ---------------------------------------------------
 "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11), sys.version' ||
@@ -78,9 +103,9 @@ run_suite() { # dir junit
   (cd "$1" && env -u DERIVED_DATA_OWNER "$PYTHON" -m pytest -p check_plugin -p no:cacheprovider \
      -q -rfEs -W ignore --junitxml="$2" tests/ 2>&1 | tail -n 400) || true
 }
-log "Back-End tests at dfbd76a (baseline)"
+log "Back-End tests without the series (baseline)"
 run_suite "$work/base" "$work/base.xml" | grep -E '^[0-9]+ (passed|failed)|passed|failed' | tail -n1
-log "Back-End tests with the patch (DERIVED_DATA_OWNER unset: Back-End mode)"
+log "Back-End tests with the series (DERIVED_DATA_OWNER unset: Back-End mode)"
 run_suite "$work/patched" "$work/patched.xml" | tail -n1
 
 log "comparing outcomes"
