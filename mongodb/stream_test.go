@@ -1,6 +1,7 @@
 package mongodb
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"sync"
@@ -25,7 +26,9 @@ import (
 // context as the getMore starts. Close must wait for that getMore before
 // it kills the cursor. A getMore under the caller's context
 // would end there and the driver would close the cursor under the ended
-// context (no killCursors) and zero its id (Close sends none).
+// context (no killCursors) and zero its id (Close sends none). The event
+// the left getMore received was never returned: ResumeToken stays before
+// it.
 func TestNextCancelledKillsCursor(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -57,8 +60,14 @@ func TestNextCancelledKillsCursor(t *testing.T) {
 		},
 	}
 	d, md := monitorMockDB(t, mon)
+	// The getMore Next leaves receives an event: it was never returned, so
+	// the stream's token must not pass it.
+	left := bson.D{{Key: "_id", Value: token(1_800_000_000, 2)}, {Key: "operationType", Value: "insert"},
+		{Key: "clusterTime", Value: bson.Timestamp{T: 1_800_000_000, I: 2}},
+		{Key: "ns", Value: bson.D{{Key: "db", Value: "normal-oj"}, {Key: "coll", Value: "submission"}}},
+		{Key: "documentKey", Value: bson.D{{Key: "_id", Value: bson.NewObjectID()}}}}
 	md.AddResponses(streamReply(true, 42, bson.A{}, token(1_800_000_000, 1)),
-		streamReply(false, 42, bson.A{}, token(1_800_000_000, 2)),
+		streamReply(false, 42, bson.A{left}, token(1_800_000_000, 3)),
 		bson.D{{Key: "ok", Value: 1}, {Key: "cursorsKilled", Value: bson.A{int64(42)}}})
 	st, err := d.Open(context.Background(), watch.Position{})
 	if err != nil {
@@ -74,6 +83,9 @@ func TestNextCancelledKillsCursor(t *testing.T) {
 	}
 	if err := st.Close(context.Background()); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+	if got, want := st.ResumeToken(), bson.Raw(mustMarshal(t, token(1_800_000_000, 1))); !bytes.Equal(got, want) {
+		t.Errorf("ResumeToken after the cancelled Next and Close = %s, want %s (the token before the getMore it left)", got, want)
 	}
 	mu.Lock()
 	defer mu.Unlock()
