@@ -104,35 +104,43 @@ func TestNextCancelledKillsCursor(t *testing.T) {
 // error is resumed by the driver with resumeAfter, which the server
 // refuses from that token (260 InvalidResumeToken). The fault policy must
 // answer with a reopen at the checkpoint (which uses startAfter), not a
-// rebuild.
+// rebuild. Once the driver's token has moved past the one the stream was
+// opened at (an event, or a later postBatchResumeToken of an empty
+// getMore), its resumeAfter is what the change streams specification
+// asks for too, and a 260 is the token's own: a rebuild.
 func TestNextStartAfterResumeRefused(t *testing.T) {
 	inv := token(1_800_000_000, 5)
+	pbrt := token(1_800_000_002, 1) // a quiet getMore's postBatchResumeToken, past inv
+	ev := bson.D{{Key: "_id", Value: token(1_800_000_001, 1)}, {Key: "operationType", Value: "insert"},
+		{Key: "clusterTime", Value: bson.Timestamp{T: 1_800_000_001, I: 1}},
+		{Key: "ns", Value: bson.D{{Key: "db", Value: "normal-oj"}, {Key: "coll", Value: "submission"}}},
+		{Key: "documentKey", Value: bson.D{{Key: "_id", Value: bson.NewObjectID()}}}}
 	cases := []struct {
-		name  string
-		at    watch.Position
-		event bool // an event is returned before the getMore fails
-		want  watch.Action
+		name   string
+		at     watch.Position
+		first  bson.A   // the aggregate's first batch
+		before []bson.D // getMore replies before the one that fails
+		resume bson.D   // the token the driver's resume must send as resumeAfter
+		want   watch.Action
 	}{
-		{"fresh startAfter", watch.Position{Token: bson.Raw(mustMarshal(t, inv))}, false, watch.ActReopen},
-		// Past the first event the driver's resumeAfter is what the spec
-		// asks for; a 260 then is the token's own fault.
-		{"after an event", watch.Position{Token: bson.Raw(mustMarshal(t, inv))}, true, watch.ActRebuild},
-		{"opened at a time", watch.Position{StartAt: bson.Timestamp{T: 1_800_000_000, I: 1}}, false, watch.ActRebuild},
+		{"fresh startAfter", watch.Position{Token: bson.Raw(mustMarshal(t, inv))}, bson.A{}, nil, inv, watch.ActReopen},
+		{"fresh startAfter, a quiet getMore at the same token", watch.Position{Token: bson.Raw(mustMarshal(t, inv))}, bson.A{},
+			[]bson.D{streamReply(false, 42, bson.A{}, inv)}, inv, watch.ActReopen},
+		{"after an event", watch.Position{Token: bson.Raw(mustMarshal(t, inv))}, bson.A{ev}, nil, ev[0].Value.(bson.D), watch.ActRebuild},
+		{"after a quiet getMore's later token", watch.Position{Token: bson.Raw(mustMarshal(t, inv))}, bson.A{},
+			[]bson.D{streamReply(false, 42, bson.A{}, pbrt)}, pbrt, watch.ActRebuild},
+		{"opened at a time", watch.Position{StartAt: bson.Timestamp{T: 1_800_000_000, I: 1}}, bson.A{}, nil, inv, watch.ActRebuild},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d, md, sent := mockDB(t)
-			var first bson.A
-			if c.event {
-				first = bson.A{bson.D{{Key: "_id", Value: token(1_800_000_001, 1)}, {Key: "operationType", Value: "insert"},
-					{Key: "clusterTime", Value: bson.Timestamp{T: 1_800_000_001, I: 1}},
-					{Key: "ns", Value: bson.D{{Key: "db", Value: "normal-oj"}, {Key: "coll", Value: "submission"}}},
-					{Key: "documentKey", Value: bson.D{{Key: "_id", Value: bson.NewObjectID()}}}}}
-			} else {
-				first = bson.A{}
+			at := inv // the first batch's postBatchResumeToken: its last event's token, or the start
+			if len(c.first) > 0 {
+				at = ev[0].Value.(bson.D)
 			}
-			md.AddResponses(streamReply(true, 42, first, inv),
-				commandError(91, "ShutdownInProgress", "shutting down", "ResumableChangeStreamError"),
+			md.AddResponses(streamReply(true, 42, c.first, at))
+			md.AddResponses(c.before...)
+			md.AddResponses(commandError(91, "ShutdownInProgress", "shutting down", "ResumableChangeStreamError"),
 				bson.D{{Key: "ok", Value: 1}, {Key: "cursorsKilled", Value: bson.A{int64(42)}}},
 				commandError(260, "InvalidResumeToken", "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification."))
 			st, err := d.Open(context.Background(), c.at)
@@ -140,7 +148,7 @@ func TestNextStartAfterResumeRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			var nerr error
-			for range 3 {
+			for range 5 {
 				if _, ok, err := st.Next(context.Background()); !ok && err != nil {
 					nerr = err
 					break
@@ -151,14 +159,12 @@ func TestNextStartAfterResumeRefused(t *testing.T) {
 				t.Errorf("Next: %v (class %s): action %s, want %s", nerr, watch.Classify(ctx, nerr), got, c.want)
 			}
 			// The driver's resume, as read in mongo/change_stream.go
-			// replaceOptions: resumeAfter with the cached token.
+			// replaceOptions: resumeAfter with the cached token, whatever
+			// option opened the stream.
 			cmds := sent()
-			last := cmds[len(cmds)-1]
-			if c.at.Token != nil && !c.event {
-				stage, _ := last.Lookup("pipeline", "0", "$changeStream").DocumentOK()
-				if _, err := stage.LookupErr("resumeAfter"); err != nil {
-					t.Errorf("the driver's resume sent %s: no resumeAfter (the driver changed: revisit Next)", stage)
-				}
+			stage, _ := cmds[len(cmds)-1].Lookup("pipeline", "0", "$changeStream").DocumentOK()
+			if got, _ := stage.Lookup("resumeAfter").DocumentOK(); !bytes.Equal(got, mustMarshal(t, c.resume)) {
+				t.Errorf("the driver's resume sent %s, want resumeAfter %v (the driver changed: revisit Next)", stage, c.resume)
 			}
 		})
 	}
