@@ -99,6 +99,79 @@ func TestNextCancelledKillsCursor(t *testing.T) {
 	}
 }
 
+// TestNextCancelledMidResume: when the caller's context ends while the
+// driver resumes inside Next (a resumable getMore error, then killCursors
+// of the old cursor and a new aggregate), Next returns at once, the resume
+// completes, and Close kills the cursor the new aggregate opened. Under
+// the caller's context the aggregate would fail after it started
+// (x/mongo/driver/operation.go:818-819) and a cursor the server opened
+// for it would be left.
+func TestNextCancelledMidResume(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned := make(chan struct{})
+	var mu sync.Mutex
+	var succeeded []string
+	var killed []int64
+	aggregates := 0
+	mon := &event.CommandMonitor{
+		Started: func(opCtx context.Context, e *event.CommandStartedEvent) {
+			mu.Lock()
+			if e.CommandName == "killCursors" {
+				id, _ := e.Command.Lookup("cursors", "0").Int64OK()
+				killed = append(killed, id)
+			}
+			if e.CommandName == "aggregate" {
+				aggregates++
+			}
+			resuming := e.CommandName == "aggregate" && aggregates == 2
+			mu.Unlock()
+			if resuming {
+				cancel() // SIGTERM during the driver's resume
+				select {
+				case <-opCtx.Done():
+				case <-returned:
+				case <-time.After(10 * time.Second):
+				}
+			}
+		},
+		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			succeeded = append(succeeded, e.CommandName)
+		},
+	}
+	d, md := monitorMockDB(t, mon)
+	md.AddResponses(streamReply(true, 42, bson.A{}, token(1_800_000_000, 1)),
+		commandError(91, "ShutdownInProgress", "shutting down", "ResumableChangeStreamError"),
+		bson.D{{Key: "ok", Value: 1}, {Key: "cursorsKilled", Value: bson.A{int64(42)}}},
+		streamReply(true, 43, bson.A{}, token(1_800_000_000, 2)),
+		bson.D{{Key: "ok", Value: 1}, {Key: "cursorsKilled", Value: bson.A{int64(43)}}})
+	st, err := d.Open(context.Background(), watch.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.Next(ctx); ok || err != nil { // the aggregate's empty first batch: no getMore
+		t.Fatalf("first Next = %v, %v; want no event", ok, err)
+	}
+	_, ok, err := st.Next(ctx)
+	close(returned)
+	if ok || watch.Classify(ctx, err) != watch.Cancelled {
+		t.Fatalf("Next cancelled during the driver's resume = %v, %v; want a cancelled error", ok, err)
+	}
+	if err := st.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"aggregate", "killCursors", "aggregate", "killCursors"}; !slices.Equal(succeeded, want) {
+		t.Fatalf("commands answered %v, want %v", succeeded, want)
+	}
+	if want := []int64{42, 43}; !slices.Equal(killed, want) {
+		t.Errorf("killCursors of cursors %v, want %v", killed, want)
+	}
+}
+
 // TestNextStartAfterResumeRefused: a stream opened with startAfter (an
 // invalidate event's token) whose first getMore fails with a resumable
 // error is resumed by the driver with resumeAfter, which the server
