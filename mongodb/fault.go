@@ -111,8 +111,9 @@ var fatalCodes = []int{codeCommandNotFound, codeReadConcernMajorityNotEnabled}
 var historyLostMessages = []string{"no longer be in the oplog", "resume token was not found", "history"}
 
 // classify returns the class of an error of the driver (or of the
-// adapter's own code around it). It is the one place the adapter decides
-// what kind of failure an error is; every method marks what it returns
+// adapter's own code around it). It is where the adapter decides what
+// kind of failure an error is (with nextFail, for the one 260 that only
+// the stream's state tells apart); every method marks what it returns
 // with it (see fail). In order:
 //
 //   - context.Canceled: Cancelled (the caller stopped; checked first since
