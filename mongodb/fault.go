@@ -111,8 +111,9 @@ var fatalCodes = []int{codeCommandNotFound, codeReadConcernMajorityNotEnabled}
 var historyLostMessages = []string{"no longer be in the oplog", "resume token was not found", "history"}
 
 // classify returns the class of an error of the driver (or of the
-// adapter's own code around it). It is the one place the adapter decides
-// what kind of failure an error is; every method marks what it returns
+// adapter's own code around it). It is where the adapter decides what
+// kind of failure an error is (with nextFail, for the one 260 that only
+// the stream's state tells apart); every method marks what it returns
 // with it (see fail). In order:
 //
 //   - context.Canceled: Cancelled (the caller stopped; checked first since
@@ -128,7 +129,7 @@ var historyLostMessages = []string{"no longer be in the oplog", "resume token wa
 //     maxTimeMS), a transient label (RetryableError included) or code, a
 //     write concern error, any other write error: Transient;
 //   - BSONObjectTooLarge and InvalidResumeToken as command errors:
-//     ResumeImpossible;
+//     ResumeImpossible (but see nextFail);
 //   - CommandNotFound, ReadConcernMajorityNotEnabled, any other
 //     ChangeStreamFatalError, mongo.ErrClientDisconnected: Fatal;
 //   - anything else: Unclassified (the fault policy decides).
@@ -174,6 +175,32 @@ func classify(err error) watch.Class {
 		return watch.Fatal
 	}
 	return watch.Unclassified
+}
+
+// nextFail marks err of Stream.Next as streamFail does, but for a refusal
+// classify cannot tell apart: resumedAtStart reports that the stream was
+// opened with startAfter and the driver's resume token is still the one
+// it was opened at. The driver then resumes with resumeAfter and that
+// token (mongo/change_stream.go:528-535) where the change streams
+// specification asks for startAfter, and from an invalidate event's token
+// the server refuses resumeAfter with InvalidResumeToken (260). That
+// refusal is the driver's, not the checkpoint's: Transient, and the
+// reopening at the checkpoint, with startAfter, succeeds. Past that token
+// the driver's resumeAfter is the specification's too, and a 260 is
+// classify's ResumeImpossible.
+func nextFail(ctx context.Context, db string, err error, resumedAtStart bool) error {
+	if ctx.Err() == nil && resumedAtStart && isInvalidResumeToken(err) {
+		return legacySentinel(watch.WithClass(watch.Transient, fmt.Errorf(
+			"change stream: the driver resumed a stream opened with startAfter using resumeAfter, which the server refuses from an invalidate event's token; reopen with startAfter: %w", err)))
+	}
+	return streamFail(ctx, db, "change stream", err)
+}
+
+// isInvalidResumeToken reports whether err is the server's
+// InvalidResumeToken (260).
+func isInvalidResumeToken(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(codeInvalidResumeToken)
 }
 
 // isAuthenticationFailed reports whether err is 18 AuthenticationFailed

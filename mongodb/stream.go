@@ -1,6 +1,7 @@
 package mongodb
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,11 @@ func (d *DB) Open(ctx context.Context, at watch.Position) (watch.Stream, error) 
 	if err != nil {
 		return nil, streamFail(ctx, d.cfg.Database, "open change stream", err)
 	}
-	return &Stream{cs: cs, db: d.cfg.Database, wait: getMoreBound(d.cfg), fresh: len(at.Token) > 0}, nil
+	st := &Stream{cs: cs, db: d.cfg.Database, wait: getMoreBound(d.cfg)}
+	if len(at.Token) > 0 {
+		st.opened = slices.Clone(cs.ResumeToken())
+	}
+	return st, nil
 }
 
 // serverMaxAwait is the server's maxAwaitTimeMS when a getMore names none.
@@ -114,9 +119,11 @@ type Stream struct {
 	cs   *mongo.ChangeStream
 	db   string        // the database's name, for errors
 	wait time.Duration // bounds one getMore (getMoreBound)
-	// fresh: opened with startAfter and no event returned yet, the window
-	// in which the driver resumes with the wrong option (see Next).
-	fresh bool
+	// opened: when opened with startAfter, the driver's resume token once
+	// open (the first batch's postBatchResumeToken, or the token given);
+	// while the driver's token is still this one, it resumes with the
+	// wrong option (see Next). Nil when opened otherwise.
+	opened bson.Raw
 	// left is the getMore a cancelled Next left running; nil when none.
 	left *leftGetMore
 }
@@ -156,15 +163,15 @@ type leftGetMore struct {
 // only its own bound (getMoreBound) ends; when ctx ends first, Next
 // leaves it running and Close waits for it, then kills the cursor.
 //
-// A stream opened with startAfter that has returned no event yet is
-// resumed by the driver with resumeAfter and the cached token
+// A stream opened with startAfter whose driver token is still the one it
+// was opened at (no event returned, no later postBatchResumeToken) is
+// resumed by the driver with resumeAfter and that token
 // (mongo/change_stream.go:528-535, the initial postBatchResumeToken being
 // the startAfter token), unlike the change streams specification's resume
 // process (startAfter until a document was returned); from an invalidate
 // event's token the server refuses that with InvalidResumeToken (260).
-// That error is the driver's, not the token's: it is marked
-// watch.Transient, and the caller's reopening at its checkpoint, which
-// uses startAfter, succeeds.
+// nextFail marks that refusal watch.Transient: the caller's reopening at
+// its checkpoint, which uses startAfter, succeeds.
 func (s *Stream) Next(ctx context.Context) (watch.Event, bool, error) {
 	if s.left != nil {
 		return watch.Event{}, false, watch.WithClass(watch.Cancelled, errors.New("change stream: used after a cancelled Next"))
@@ -177,7 +184,6 @@ func (s *Stream) Next(ctx context.Context) (watch.Event, bool, error) {
 		return watch.Event{}, false, watch.WithClass(watch.Cancelled, fmt.Errorf("change stream: %w", err))
 	}
 	if got {
-		s.fresh = false
 		raw := slices.Clone(s.cs.Current)
 		ev, err := watch.DecodeEvent(raw)
 		if err != nil {
@@ -189,12 +195,7 @@ func (s *Stream) Next(ctx context.Context) (watch.Event, bool, error) {
 		return ev, true, nil
 	}
 	if err := s.cs.Err(); err != nil {
-		if s.fresh && isInvalidResumeToken(err) {
-			return watch.Event{}, false, legacySentinel(watch.WithClass(watch.Transient,
-				fmt.Errorf("change stream: the driver resumed a stream opened with startAfter using resumeAfter, refused from an invalidate event's token; reopen with startAfter: %w",
-					fail(s.db, streamNeeds, "change stream", err))))
-		}
-		return watch.Event{}, false, streamFail(ctx, s.db, "change stream", err)
+		return watch.Event{}, false, nextFail(ctx, s.db, err, s.opened != nil && bytes.Equal(s.cs.ResumeToken(), s.opened))
 	}
 	if s.cs.ID() == 0 {
 		return watch.Event{}, false, legacySentinel(watch.WithClass(watch.Transient, errors.New("change stream closed by the server (invalidated)")))
@@ -227,13 +228,6 @@ func (s *Stream) tryNext(ctx context.Context) (bool, error) {
 		s.left = &leftGetMore{done: done, cancel: cancel, token: token}
 		return false, ctx.Err()
 	}
-}
-
-// isInvalidResumeToken reports whether err is the server's
-// InvalidResumeToken (260).
-func isInvalidResumeToken(err error) bool {
-	var se mongo.ServerError
-	return errors.As(err, &se) && se.HasErrorCode(codeInvalidResumeToken)
 }
 
 // ResumeToken implements watch.Stream: the driver's cached resume token

@@ -21,7 +21,11 @@ import (
 func TestIntegrationNextCancelledKillsCursor(t *testing.T) {
 	db := testDB(t)
 	ctx := testCtx(t)
-	db.cfg.MaxAwait = 5 * time.Second // the getMore waits long enough to be cancelled during it
+	// The getMore waits long enough to be cancelled during it (at 300ms),
+	// ends well before Close's 5 s bound (Close waits for it, then kills
+	// the cursor), and takes longer than the 2 s a Next returning at once
+	// may take.
+	db.cfg.MaxAwait = 3 * time.Second
 	if err := db.db.CreateCollection(ctx, materialize.CollUser); err != nil {
 		t.Fatal(err)
 	}
