@@ -268,3 +268,22 @@ func monitorMockDB(t *testing.T, mon *event.CommandMonitor) (*DB, *drivertest.Mo
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	return newDB(client, Config{}.withDefaults()), md
 }
+
+// TestGetMoreBound: one Next's getMore is abandoned only well after the
+// server's wait for it ends (the configured maxAwaitTimeMS, or the
+// server's 1 s default when none is sent), so a healthy quiet stream is
+// never cut; and the bound is finite, so a silent server surfaces.
+// Seen failing with the bound taken as the server's default whatever
+// MaxAwait says.
+func TestGetMoreBound(t *testing.T) {
+	for _, maxAwait := range []time.Duration{0, 200 * time.Millisecond, 5 * time.Second, time.Minute} {
+		wait := maxAwait
+		if wait == 0 {
+			wait = time.Second // the server's default
+		}
+		got := getMoreBound(Config{MaxAwait: maxAwait})
+		if got < wait+5*time.Second || got > wait+time.Minute {
+			t.Errorf("MaxAwait %v: bound %v, want the server's wait %v plus a margin of 5 s to a minute", maxAwait, got, wait)
+		}
+	}
+}
