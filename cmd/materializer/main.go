@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 )
 
@@ -127,6 +128,9 @@ func runMain(ctx context.Context, env *environment, args []string) int {
 		} else {
 			args = []string{args[1], "--help"} // materializer help run: run's help
 		}
+	}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...) // as most tools take it
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		if len(args) == 0 {
@@ -283,7 +287,9 @@ func newLogger(env *environment, c *Config) (zerolog.Logger, error) {
 	}
 	var w io.Writer = env.stderr
 	if c.LogFormat == "console" {
-		w = zerolog.ConsoleWriter{Out: env.stderr}
+		// Colour codes only for a person at a terminal: a file or a log
+		// collector would keep them as noise.
+		w = zerolog.ConsoleWriter{Out: env.stderr, NoColor: !isTerminal(env.stderr)}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Str("version", version).Logger(), nil
 }
@@ -295,4 +301,10 @@ func cmdVersion(ctx context.Context, env *environment, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "materializer %s\n", version)
 	return nil
+}
+
+// isTerminal reports whether s (an output or input stream) is a terminal.
+func isTerminal(s any) bool {
+	f, ok := s.(interface{ Fd() uintptr })
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }

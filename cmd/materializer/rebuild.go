@@ -61,6 +61,12 @@ exits 130 or 143 (a second signal exits at once).`)
 	if !isOffline && *out != "" {
 		return &configError{"--out needs --dump"}
 	}
+	if *dryRun && *out != "" {
+		return &configError{"--out with --dry-run: a dry run writes nothing; leave out --dry-run to write the corrected copy, or --out to only report"}
+	}
+	if err := maxDiffsFlag(*maxDiffs); err != nil {
+		return err
+	}
 	if isOffline && *out == "" && !*dryRun {
 		return &configError{"--dump needs --out (or --dry-run)"}
 	}
@@ -72,9 +78,6 @@ exits 130 or 143 (a second signal exits at once).`)
 		}
 		if _, err := newLogger(env, cfg); err != nil {
 			return err
-		}
-		if opts.DryRun {
-			*out = ""
 		}
 		return runOffline(ctx, env, cfg, *dumpDir, *out, *maxDiffs, *quiet, "rebuild")
 	}
@@ -221,6 +224,15 @@ func dumpFlag(fs *flag.FlagSet, dir string) (bool, error) {
 	return set, nil
 }
 
+// maxDiffsFlag refuses a negative --max-diffs (it would print none, as 0
+// does, without saying so).
+func maxDiffsFlag(n int) error {
+	if n < 0 {
+		return &configError{fmt.Sprintf("--max-diffs %d: give 0 or more differences to print", n)}
+	}
+	return nil
+}
+
 // flagGiven reports whether flag name was on the command line (even with
 // an empty value).
 func flagGiven(fs *flag.FlagSet, name string) bool {
@@ -331,6 +343,9 @@ Progress goes to stderr every few seconds on long work (--quiet: none).`)
 	}
 	isOffline, err := dumpFlag(fs, *dumpDir)
 	if err != nil {
+		return err
+	}
+	if err := maxDiffsFlag(*maxDiffs); err != nil {
 		return err
 	}
 	if isOffline {
@@ -508,10 +523,12 @@ func shortenIDs(stored, derived string) (string, string, []string) {
 	if (!sok || len(sa) <= maxListedIDs) && (!dok || len(da) <= maxListedIDs) {
 		return stored, derived, nil
 	}
-	if sok {
+	// An empty list stays [], as it prints beside a short list and in
+	// explain.
+	if sok && len(sa) > 0 {
 		stored = stored[:si[0]] + fmt.Sprintf("[%d ids]", len(sa)) + stored[si[1]:]
 	}
-	if dok {
+	if dok && len(da) > 0 {
 		derived = derived[:di[0]] + fmt.Sprintf("[%d ids]", len(da)) + derived[di[1]:]
 	}
 	onlyIn := func(a, b []string) []string {
