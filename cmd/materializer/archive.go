@@ -25,6 +25,12 @@ func isArchive(path string) bool {
 	return err == nil && !st.IsDir()
 }
 
+// isDirectory reports whether path is a directory.
+func isDirectory(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
 // archiveName reports whether out is named like an archive file (.archive,
 // .gz), which the corrected copy of a directory dump cannot be.
 func archiveName(out string) bool {
@@ -65,13 +71,6 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 	if out == "-" {
 		return nil, &configError{"--out -: writing the corrected archive to standard output is not supported; give a file"}
 	}
-	s := &archiveSource{}
-	if out != "" {
-		var err error
-		if s.out, err = dump.CreateArchiveFile(out); err != nil {
-			return nil, &configError{fmt.Sprintf("--out: %v", err)}
-		}
-	}
 	var in io.Reader
 	name := path
 	if path == "-" {
@@ -79,7 +78,23 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 		if in == nil {
 			in = os.Stdin
 		}
-	} else {
+		if isTerminal(in) {
+			return nil, &configError{"--dump -: standard input is a terminal, not an archive; redirect or pipe one into it (--dump - < backup.archive.gz), or give the archive file"}
+		}
+	}
+	// Unpack would fail on a missing $TMPDIR naming only the path it
+	// tried.
+	if tmp := os.TempDir(); !isDirectory(tmp) {
+		return nil, &configError{fmt.Sprintf("the archive is unpacked under $TMPDIR, and TMPDIR=%s is not a directory; set TMPDIR to an existing directory with room for the uncompressed dump", tmp)}
+	}
+	s := &archiveSource{}
+	if out != "" {
+		var err error
+		if s.out, err = dump.CreateArchiveFile(out); err != nil {
+			return nil, &configError{fmt.Sprintf("--out: %v", err)}
+		}
+	}
+	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
 			s.close()

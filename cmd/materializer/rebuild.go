@@ -266,6 +266,9 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 		}
 		return runOfflineDump(ctx, env, s.a.Dir(), write, out, maxDiffs, quiet, what)
 	}
+	if out == "-" {
+		return &configError{"--out -: the corrected copy of a dump directory is a directory, which cannot go to standard output; give a directory"}
+	}
 	if archiveName(out) {
 		return &configError{fmt.Sprintf("--out %s: the corrected copy of a dump directory is a directory (only an archive's is an archive); give a directory", out)}
 	}

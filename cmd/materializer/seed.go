@@ -43,6 +43,12 @@ the end); SIGINT or SIGTERM removes it and exits 130 or 143.`)
 	if err := outFlag(fs, *out, "insert into MongoDB"); err != nil {
 		return err
 	}
+	switch {
+	case *out == "-":
+		return &configError{"--out -: seed --out writes a dump directory, which cannot go to standard output; give a directory (or --archive FILE for an archive)"}
+	case archiveName(*out):
+		return &configError{fmt.Sprintf("--out %s names an archive, but --out writes a dump directory: give --archive %s for a mongodump archive, or a directory name to --out", *out, *out)}
+	}
 	if p.Users < 0 || p.Problems < 0 || p.Homeworks < 0 || p.Submissions < 0 {
 		return &configError{"sizes must not be negative"}
 	}
