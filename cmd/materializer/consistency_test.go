@@ -173,7 +173,9 @@ func TestStdinTerminalRefused(t *testing.T) {
 	for _, args := range [][]string{{"verify", "--dump", "-"}, {"rebuild", "--dump", "-", "--dry-run"}} {
 		var stdout, stderr bytes.Buffer
 		done := make(chan int, 1)
-		go func() { done <- runMain(context.Background(), &environment{stdin: tty, stdout: &stdout, stderr: &stderr}, args) }()
+		go func() {
+			done <- runMain(context.Background(), &environment{stdin: tty, stdout: &stdout, stderr: &stderr}, args)
+		}()
 		select {
 		case code := <-done:
 			r := cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
