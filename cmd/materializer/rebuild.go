@@ -301,6 +301,11 @@ func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write fun
 	case what == "rebuild":
 		verb = "corrected"
 	}
+	if out != "" && err != nil {
+		// The output was not committed: no report on stdout, which a cron
+		// mail of it would read as a rebuild done.
+		return fmt.Errorf("%w; nothing written to %s", err, out)
+	}
 	if rep != nil {
 		printReport(env.stdout, rep, verb)
 		warnNoSubmissions(env.stderr, rep)
