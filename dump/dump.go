@@ -257,8 +257,7 @@ func Write(dir string, docs map[string][]bson.Raw) error {
 		if err := writeBSON(filepath.Join(dir, coll+".bson"), false, ds); err != nil {
 			return err
 		}
-		meta := fmt.Sprintf(`{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id":{"$numberInt":"1"}},"name":"_id_"}],"uuid":"","collectionName":%q,"type":"collection"}`, coll)
-		if err := os.WriteFile(filepath.Join(dir, coll+".metadata.json"), []byte(meta), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, coll+".metadata.json"), []byte(metadataJSON(coll)), 0o644); err != nil {
 			return fmt.Errorf("write dump: %w", err)
 		}
 	}
@@ -604,8 +603,7 @@ func WriteStream(dir string, colls []string, gen func(emit func(coll string, doc
 			return fmt.Errorf("write dump: %w", err)
 		}
 		files[coll] = &file{f: f, w: bufio.NewWriterSize(f, 1<<20)}
-		meta := fmt.Sprintf(`{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id":{"$numberInt":"1"}},"name":"_id_"}],"uuid":"","collectionName":%q,"type":"collection"}`, coll)
-		if err := os.WriteFile(filepath.Join(dir, coll+".metadata.json"), []byte(meta), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, coll+".metadata.json"), []byte(metadataJSON(coll)), 0o644); err != nil {
 			return fmt.Errorf("write dump: %w", err)
 		}
 	}
@@ -619,6 +617,12 @@ func WriteStream(dir string, colls []string, gen func(emit func(coll string, doc
 		}
 		return nil
 	})
+}
+
+// metadataJSON is the .metadata.json of a collection this package
+// creates: its _id index, no options.
+func metadataJSON(coll string) string {
+	return fmt.Sprintf(`{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id":{"$numberInt":"1"}},"name":"_id_"}],"uuid":"","collectionName":%q,"type":"collection"}`, coll)
 }
 
 // countingReader calls read with the bytes each Read returns.

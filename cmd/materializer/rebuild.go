@@ -260,7 +260,7 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 			return err
 		}
 		defer s.close()
-		var write func(context.Context, map[string]dump.Rewrite) error
+		var write func(context.Context, map[string]dump.Rewrite, *progress.Reporter) error
 		if out != "" {
 			write = s.write
 		}
@@ -285,10 +285,15 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 }
 
 // runOfflineDump runs offline on d and prints the report; write, when
-// set, writes the corrected copy (offline.Options.Write).
-func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write func(context.Context, map[string]dump.Rewrite) error, out string, maxDiffs int, quiet bool, what string) error {
+// set, writes the corrected copy (offline.Options.Write), reporting to
+// the progress it is given.
+func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write func(context.Context, map[string]dump.Rewrite, *progress.Reporter) error, out string, maxDiffs int, quiet bool, what string) error {
 	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
-	rep, err := offline.Run(ctx, d, offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog, Write: write})
+	opts := offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog}
+	if write != nil {
+		opts.Write = func(ctx context.Context, rewrite map[string]dump.Rewrite) error { return write(ctx, rewrite, prog) }
+	}
+	rep, err := offline.Run(ctx, d, opts)
 	err = withPathFlag(err)
 	if ctx.Err() != nil && err != nil {
 		return err // interrupted: no report
