@@ -6,7 +6,8 @@
 //
 //	materializer <command> [flags]
 //
-// Commands: run, rebuild, verify, status, explain, seed, version. Configuration is
+// Commands: run, rebuild, verify, status, explain, seed, version (also
+// --version). Configuration is
 // read from MATERIALIZER_* environment variables. Exit status: 0 success,
 // 1 failure (or drift found by verify), 2 usage or configuration error,
 // 130 interrupted by SIGINT, 143 by SIGTERM (a one-shot command; run exits
@@ -69,7 +70,7 @@ func commands() []command {
 		{"verify", "compare stored derived values with a recompute; exit 1 on drift", cmdVerify},
 		{"status", "show the saved checkpoint, its cluster time, the lag and the lease", cmdStatus},
 		{"explain", "show step by step how one user's values for one problem are derived (read-only)", cmdExplain},
-		{"seed", "generate Normal-OJ-shaped demo data into MongoDB or a mongodump directory", cmdSeed},
+		{"seed", "generate Normal-OJ-shaped demo data into MongoDB, a mongodump directory or an archive", cmdSeed},
 		{"version", "print the version", cmdVersion},
 	}
 }

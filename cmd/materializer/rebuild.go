@@ -38,8 +38,9 @@ keeps its owner and mode. A corrected homework over MongoDB's 16 MiB limit
 fails the command (exit 1).
 --dump FILE (- for standard input) reads a mongodump --archive, gzipped or
 not (unpacked into $TMPDIR first); --out OUT then writes the corrected
-archive to the file OUT (absent) in the same format, gzipped if the input
-was, every other namespace and all metadata unchanged.
+archive to the file OUT (absent), every other namespace and all metadata
+unchanged, gzipped as OUT's name says (.gz: gzip, .archive: not; another
+name: as the input). A failed rebuild prints no report on stdout.
 Progress goes to stderr every few seconds on long work (--quiet: none).
 SIGINT or SIGTERM stops it in any phase, removes the partial output and
 exits 130 or 143 (a second signal exits at once).`)
