@@ -307,7 +307,7 @@ type ArchiveFile struct {
 // exist. Missing parent directories are created.
 func CreateArchiveFile(path string) (*ArchiveFile, error) {
 	if st, err := os.Lstat(path); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("write archive %s: is a directory (the corrected copy of an archive is an archive file)", path)
+		return nil, fmt.Errorf("write archive %s: is a directory (an archive is written to a file)", path)
 	} else if err == nil {
 		return nil, fmt.Errorf("write archive %s: exists (refusing to overwrite)", path)
 	} else if !errors.Is(err, os.ErrNotExist) {
