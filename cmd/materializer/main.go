@@ -71,7 +71,7 @@ func commands() []command {
 		{"status", "show the saved checkpoint, its cluster time, the lag and the lease", cmdStatus},
 		{"explain", "show step by step how one user's values for one problem are derived (read-only)", cmdExplain},
 		{"seed", "generate Normal-OJ-shaped demo data into MongoDB, a mongodump directory or an archive", cmdSeed},
-		{"version", "print the version", cmdVersion},
+		{"version", "print the version (also: materializer --version)", cmdVersion},
 	}
 }
 
