@@ -133,7 +133,11 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 	// Unpack would fail on a missing $TMPDIR naming only the path it
 	// tried.
 	if tmp := os.TempDir(); !isDirectory(tmp) {
-		return nil, &configError{fmt.Sprintf("the archive is unpacked under $TMPDIR, and TMPDIR=%s is not a directory; set TMPDIR to an existing directory with room for the uncompressed dump", tmp)}
+		which := "TMPDIR=" + tmp
+		if os.Getenv("TMPDIR") == "" {
+			which = "TMPDIR is unset and " + tmp
+		}
+		return nil, &configError{fmt.Sprintf("the archive is unpacked under $TMPDIR, and %s is not a directory; set TMPDIR to an existing directory with room for the uncompressed dump", which)}
 	}
 	s := &archiveSource{}
 	if out != "" {
