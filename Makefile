@@ -62,7 +62,8 @@ build: ## Build bin/materializer (cgo, version stamped)
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/materializer
 
 test: ## Unit, vector and simulation tests, alert-rule tests with promtool (integration tests self-skip without MongoDB)
-	@command -v promtool >/dev/null 2>&1 || echo "promtool not on PATH: the alert-rule tests and the /metrics lint will skip (apt-get install prometheus, or see .ci/run)"
+	@command -v promtool >/dev/null 2>&1 || echo "promtool not on PATH: the alert-rule tests and the /metrics lint will skip (apt-get install --no-install-recommends prometheus, or see .ci/run)"
+	@[ -n "$${MATERIALIZER_TEST_REDIS_ADDR:-}" ] || command -v redis-server >/dev/null 2>&1 || echo "redis-server not on PATH: the Redis cache tests will skip (apt-get install --no-install-recommends redis-server, or set MATERIALIZER_TEST_REDIS_ADDR=host:port)"
 	MATERIALIZER_TEST_REQUIRE_PROMTOOL=$(REQUIRE_PROMTOOL) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 
 # -tags integration links testcontainers (containers_integration_test.go in
@@ -194,7 +195,7 @@ logs: ## Follow the demo's logs (needs Docker)
 
 compose-config: ## Validate docker/compose.yml without a Docker engine
 	@command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || \
-	  { echo "compose-config needs docker-compose (apt-get install docker-compose) or the docker compose plugin" >&2; exit 2; }
+	  { echo "compose-config needs docker-compose (apt-get install --no-install-recommends docker-compose) or the docker compose plugin" >&2; exit 2; }
 	VERSION=$(VERSION) COMPOSE_PROFILES=$(ALL_PROFILES) $(COMPOSE) -f $(COMPOSE_FILE) config -q
 	@echo "$(COMPOSE_FILE): valid"
 

@@ -13,89 +13,60 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Write writes the archive to w in mongodump's format, gzip-compressed
-// when the input was: the header and the collection metadata as read
-// (indexes, options: unchanged), then every namespace in the order it
-// first appeared, whole: one segment of its documents, then its EOF header
-// carrying their CRC-64. The documents of the database's collections named
-// in rewrite come from it (their namespaces' CRC is that of the new
-// bytes); every other namespace's are copied byte for byte. The archive
-// must have been unpacked keeping every namespace.
-func (a *Archive) Write(ctx context.Context, w io.Writer, rewrite map[string]Rewrite) (err error) {
+// when a.Gzip (as read: the input's format, unless the caller changed
+// it): the header and the collection metadata as read (indexes, options:
+// unchanged), then every namespace in the order it first appeared, whole:
+// one segment of its documents, then its EOF header carrying their CRC-64.
+// The documents of the database's collections named in rewrite come from
+// it (their namespaces' CRC is that of the new bytes); every other
+// namespace's are copied byte for byte. written, when set, is called with
+// the bytes written before compression (Size is about their total). The
+// archive must have been unpacked keeping every namespace.
+func (a *Archive) Write(ctx context.Context, w io.Writer, rewrite map[string]Rewrite, written func(int64)) (err error) {
 	for _, n := range a.namespaces {
 		if n.file == "" {
 			return fmt.Errorf("write archive: namespace %s was not kept when %s was read", n.ns, a.Name)
 		}
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
-	out := io.Writer(bw)
-	var zw *gzip.Writer
-	if a.Gzip {
-		zw = gzip.NewWriter(bw)
-		out = zw
-	}
-	put := func(b []byte) error {
-		if _, err := out.Write(b); err != nil {
-			return fmt.Errorf("write archive: %w", err)
-		}
-		return nil
-	}
-	term := binary.LittleEndian.AppendUint32(nil, archiveTerminator)
-	if err := put(binary.LittleEndian.AppendUint32(nil, archiveMagic)); err != nil {
-		return err
-	}
-	if err := put(a.header); err != nil {
-		return err
-	}
-	for _, m := range a.meta {
-		if err := put(m); err != nil {
-			return err
-		}
-	}
-	if err := put(term); err != nil {
+	e := newArchiveEncoder(w, a.Gzip, written)
+	if err := e.prelude(a.header, a.meta); err != nil {
 		return err
 	}
 	for _, n := range a.namespaces {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		h, err := namespaceHeaderDoc(n.ns, false, 0)
+		if err := e.segment(n.ns); err != nil {
+			return err
+		}
+		crc, err := a.writeDocuments(e, n, rewrite)
 		if err != nil {
 			return err
 		}
-		if err := put(h); err != nil {
+		if err := e.terminator(); err != nil {
 			return err
 		}
-		crc, err := a.writeDocuments(out, n, rewrite)
-		if err != nil {
-			return err
-		}
-		if err := put(term); err != nil {
-			return err
-		}
-		if h, err = namespaceHeaderDoc(n.ns, true, crc); err != nil {
-			return err
-		}
-		if err := put(h); err != nil {
-			return err
-		}
-		if err := put(term); err != nil {
+		if err := e.eof(n.ns, crc); err != nil {
 			return err
 		}
 	}
-	if zw != nil {
-		if err := zw.Close(); err != nil {
-			return fmt.Errorf("write archive: %w", err)
-		}
+	return e.close()
+}
+
+// Size is the bytes of the archive's documents, uncompressed: about what
+// Write writes.
+func (a *Archive) Size() int64 {
+	var n int64
+	for _, ns := range a.namespaces {
+		n += ns.bytes
 	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write archive: %w", err)
-	}
-	return nil
+	return n
 }
 
 // writeDocuments writes the documents of namespace n (from rewrite, or its
@@ -108,10 +79,8 @@ func (a *Archive) writeDocuments(out io.Writer, n *archiveNS, rewrite map[string
 				return fmt.Errorf("write archive: namespace %s: a rewritten document's framing is broken (%d bytes)", n.ns, len(doc))
 			}
 			crc = crc64.Update(crc, crcTable, doc)
-			if _, err := out.Write(doc); err != nil {
-				return fmt.Errorf("write archive: %w", err)
-			}
-			return nil
+			_, err := out.Write(doc)
+			return err
 		})
 		return crc, err
 	}
@@ -126,6 +95,192 @@ func (a *Archive) writeDocuments(out io.Writer, n *archiveNS, rewrite map[string
 		return 0, fmt.Errorf("write archive: namespace %s: %w", n.ns, err)
 	}
 	return h.Sum64(), nil
+}
+
+// archiveEncoder writes the parts of an archive stream, gzip-compressed
+// or not; its Write counts the bytes before compression (written).
+type archiveEncoder struct {
+	bw      *bufio.Writer
+	zw      *gzip.Writer
+	out     io.Writer
+	written func(int64)
+}
+
+func newArchiveEncoder(w io.Writer, gz bool, written func(int64)) *archiveEncoder {
+	e := &archiveEncoder{bw: bufio.NewWriterSize(w, 1<<20), written: written}
+	e.out = e.bw
+	if gz {
+		e.zw = gzip.NewWriter(e.bw)
+		e.out = e.zw
+	}
+	return e
+}
+
+// Write writes p to the stream (uncompressed), errors saying so.
+func (e *archiveEncoder) Write(p []byte) (int, error) {
+	n, err := e.out.Write(p)
+	if e.written != nil && n > 0 {
+		e.written(int64(n))
+	}
+	if err != nil {
+		return n, fmt.Errorf("write archive: %w", err)
+	}
+	return n, nil
+}
+
+func (e *archiveEncoder) put(b []byte) error {
+	_, err := e.Write(b)
+	return err
+}
+
+func (e *archiveEncoder) terminator() error {
+	return e.put(binary.LittleEndian.AppendUint32(nil, archiveTerminator))
+}
+
+// prelude writes the magic number, the header, the collection metadata
+// and their terminator.
+func (e *archiveEncoder) prelude(header bson.Raw, meta []bson.Raw) error {
+	if err := e.put(binary.LittleEndian.AppendUint32(nil, archiveMagic)); err != nil {
+		return err
+	}
+	if err := e.put(header); err != nil {
+		return err
+	}
+	for _, m := range meta {
+		if err := e.put(m); err != nil {
+			return err
+		}
+	}
+	return e.terminator()
+}
+
+// segment starts a segment of namespace ns (its documents follow, then a
+// terminator).
+func (e *archiveEncoder) segment(ns Namespace) error {
+	h, err := namespaceHeaderDoc(ns, false, 0)
+	if err != nil {
+		return err
+	}
+	return e.put(h)
+}
+
+// eof ends namespace ns, whose documents' CRC-64 is crc.
+func (e *archiveEncoder) eof(ns Namespace, crc uint64) error {
+	h, err := namespaceHeaderDoc(ns, true, crc)
+	if err != nil {
+		return err
+	}
+	if err := e.put(h); err != nil {
+		return err
+	}
+	return e.terminator()
+}
+
+// close ends the gzip stream, if any, and flushes.
+func (e *archiveEncoder) close() error {
+	if e.zw != nil {
+		if err := e.zw.Close(); err != nil {
+			return fmt.Errorf("write archive: %w", err)
+		}
+	}
+	if err := e.bw.Flush(); err != nil {
+		return fmt.Errorf("write archive: %w", err)
+	}
+	return nil
+}
+
+// ArchiveWriter writes a new archive of collections of one database, as
+// mongodump --archive does, their documents coming in any order (Add):
+// the prelude lists every collection with the metadata of a dump
+// directory's .metadata.json (the _id index), each run of documents of
+// one collection is a segment, and Close ends every namespace with its
+// EOF header and CRC-64. The header declares as many concurrent
+// collections as there are (mongorestore restores at least that many at
+// once, so that namespaces left open together never wait on each other).
+type ArchiveWriter struct {
+	e      *archiveEncoder
+	db     string
+	colls  []string
+	crc    map[string]uint64
+	opened map[string]bool
+	cur    string // the collection whose segment is open ("": none)
+}
+
+// NewArchiveWriter writes the prelude of an archive of database db's
+// collections colls to w, gzip-compressed when gz. written, when set, is
+// called with the bytes written before compression.
+func NewArchiveWriter(w io.Writer, gz bool, db string, colls []string, written func(int64)) (*ArchiveWriter, error) {
+	aw := &ArchiveWriter{e: newArchiveEncoder(w, gz, written), db: db, colls: slices.Clone(colls),
+		crc: make(map[string]uint64, len(colls)), opened: make(map[string]bool, len(colls))}
+	header, err := bson.Marshal(bson.D{{Key: "concurrent_collections", Value: int32(max(len(colls), 1))},
+		{Key: "version", Value: "0.1"}, {Key: "server_version", Value: ""}, {Key: "tool_version", Value: ""}})
+	if err != nil {
+		return nil, fmt.Errorf("write archive: header: %w", err)
+	}
+	meta := make([]bson.Raw, 0, len(colls))
+	for _, c := range colls {
+		m, err := bson.Marshal(bson.D{{Key: "db", Value: db}, {Key: "collection", Value: c},
+			{Key: "metadata", Value: metadataJSON(c)}, {Key: "size", Value: int32(0)}, {Key: "type", Value: "collection"}})
+		if err != nil {
+			return nil, fmt.Errorf("write archive: metadata of %s: %w", c, err)
+		}
+		meta = append(meta, m)
+	}
+	if err := aw.e.prelude(header, meta); err != nil {
+		return nil, err
+	}
+	return aw, nil
+}
+
+// Add writes doc, a document of collection coll (one of those the
+// archive was created with).
+func (aw *ArchiveWriter) Add(coll string, doc bson.Raw) error {
+	if coll != aw.cur {
+		if !slices.Contains(aw.colls, coll) {
+			return fmt.Errorf("write archive: unexpected collection %q", coll)
+		}
+		if err := aw.endSegment(); err != nil {
+			return err
+		}
+		if err := aw.e.segment(Namespace{aw.db, coll}); err != nil {
+			return err
+		}
+		aw.cur, aw.opened[coll] = coll, true
+	}
+	aw.crc[coll] = crc64.Update(aw.crc[coll], crcTable, doc)
+	return aw.e.put(doc)
+}
+
+func (aw *ArchiveWriter) endSegment() error {
+	if aw.cur == "" {
+		return nil
+	}
+	aw.cur = ""
+	return aw.e.terminator()
+}
+
+// Close ends every namespace (an empty collection as mongodump writes
+// one: an empty segment, then its EOF) and flushes the stream; it does
+// not close the underlying writer.
+func (aw *ArchiveWriter) Close() error {
+	if err := aw.endSegment(); err != nil {
+		return err
+	}
+	for _, c := range aw.colls {
+		ns := Namespace{aw.db, c}
+		if !aw.opened[c] {
+			if err := aw.e.segment(ns); err != nil {
+				return err
+			}
+			if err := aw.e.terminator(); err != nil {
+				return err
+			}
+		}
+		if err := aw.e.eof(ns, aw.crc[c]); err != nil {
+			return err
+		}
+	}
+	return aw.e.close()
 }
 
 // namespaceHeaderDoc encodes {db, collection, EOF, CRC} in mongodump's
@@ -152,7 +307,7 @@ type ArchiveFile struct {
 // exist. Missing parent directories are created.
 func CreateArchiveFile(path string) (*ArchiveFile, error) {
 	if st, err := os.Lstat(path); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("write archive %s: is a directory (the corrected copy of an archive is an archive file)", path)
+		return nil, fmt.Errorf("write archive %s: is a directory (an archive is written to a file)", path)
 	} else if err == nil {
 		return nil, fmt.Errorf("write archive %s: exists (refusing to overwrite)", path)
 	} else if !errors.Is(err, os.ErrNotExist) {

@@ -33,8 +33,8 @@ type Dir struct {
 // Resolve finds the database directory under path: path/<db> when it
 // exists, else path itself when it holds a submission, homework, problem
 // or user BSON file. Errors name what was looked for: a *NotFoundError
-// when neither is there, a *ConflictError when a collection is there both
-// plain and gzipped.
+// when neither is there, a *LayoutError when both are, a *ConflictError
+// when a collection is there both plain and gzipped.
 func Resolve(path, db string) (Dir, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -45,6 +45,9 @@ func Resolve(path, db string) (Dir, error) {
 	}
 	d := Dir{Root: path, Path: path}
 	if sub := filepath.Join(path, db); isDir(sub) {
+		if loose := sourceFiles(path); len(loose) > 0 {
+			return Dir{}, &LayoutError{Path: path, Sub: sub, Loose: loose}
+		}
 		d.Path = sub
 	} else if !holdsSources(path) {
 		return Dir{}, &NotFoundError{Path: path, Database: db, Others: databasesIn(path)}
@@ -82,6 +85,29 @@ type ConflictError struct{ Plain, Gzip string }
 
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("dump holds both %s and %s: which is current cannot be told; remove the stale one", e.Plain, e.Gzip)
+}
+
+// LayoutError says a dump directory holds both the database's directory
+// and loose collection files: which of the two is the dump cannot be told.
+type LayoutError struct {
+	Path, Sub string
+	Loose     []string // the loose collection files, by name
+}
+
+func (e *LayoutError) Error() string {
+	return fmt.Sprintf("dump directory %s holds both the database directory %s and the loose collection files %s: which is the dump cannot be told; move one away, or give %s itself",
+		e.Path, e.Sub, strings.Join(e.Loose, ", "), e.Sub)
+}
+
+// sourceFiles names the source collections' files directly in dir.
+func sourceFiles(dir string) []string {
+	var out []string
+	for _, c := range Sources {
+		if p, _, ok := find(dir, c); ok {
+			out = append(out, filepath.Base(p))
+		}
+	}
+	return out
 }
 
 func exists(p string) bool {
@@ -231,8 +257,7 @@ func Write(dir string, docs map[string][]bson.Raw) error {
 		if err := writeBSON(filepath.Join(dir, coll+".bson"), false, ds); err != nil {
 			return err
 		}
-		meta := fmt.Sprintf(`{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id":{"$numberInt":"1"}},"name":"_id_"}],"uuid":"","collectionName":%q,"type":"collection"}`, coll)
-		if err := os.WriteFile(filepath.Join(dir, coll+".metadata.json"), []byte(meta), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, coll+".metadata.json"), []byte(metadataJSON(coll)), 0o644); err != nil {
 			return fmt.Errorf("write dump: %w", err)
 		}
 	}
@@ -578,8 +603,7 @@ func WriteStream(dir string, colls []string, gen func(emit func(coll string, doc
 			return fmt.Errorf("write dump: %w", err)
 		}
 		files[coll] = &file{f: f, w: bufio.NewWriterSize(f, 1<<20)}
-		meta := fmt.Sprintf(`{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id":{"$numberInt":"1"}},"name":"_id_"}],"uuid":"","collectionName":%q,"type":"collection"}`, coll)
-		if err := os.WriteFile(filepath.Join(dir, coll+".metadata.json"), []byte(meta), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, coll+".metadata.json"), []byte(metadataJSON(coll)), 0o644); err != nil {
 			return fmt.Errorf("write dump: %w", err)
 		}
 	}
@@ -593,6 +617,12 @@ func WriteStream(dir string, colls []string, gen func(emit func(coll string, doc
 		}
 		return nil
 	})
+}
+
+// metadataJSON is the .metadata.json of a collection this package
+// creates: its _id index, no options.
+func metadataJSON(coll string) string {
+	return fmt.Sprintf(`{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id":{"$numberInt":"1"}},"name":"_id_"}],"uuid":"","collectionName":%q,"type":"collection"}`, coll)
 }
 
 // countingReader calls read with the bytes each Read returns.

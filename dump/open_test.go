@@ -69,3 +69,35 @@ func TestCheckComplete(t *testing.T) {
 		t.Errorf("archive of another database: %v", err)
 	}
 }
+
+// TestResolveRefusesTwoLayouts: a folder holding the database's folder
+// and loose collection files is refused with a *LayoutError naming both;
+// either alone resolves.
+func TestResolveRefusesTwoLayouts(t *testing.T) {
+	root := t.TempDir()
+	db := filepath.Join(root, "normal-oj")
+	if err := os.MkdirAll(db, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(db, "user.bson"), filepath.Join(root, "user.bson"), filepath.Join(root, "homework.bson.gz")} {
+		if err := os.WriteFile(f, nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := dump.Resolve(root, "normal-oj")
+	var le *dump.LayoutError
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), db) || !strings.Contains(err.Error(), "user.bson, homework.bson.gz") || strings.Contains(err.Error(), "MATERIALIZER") {
+		t.Fatalf("Resolve: %v (%T), want a *LayoutError naming %s and the loose files", err, err, db)
+	}
+	if d, err := dump.Resolve(db, "normal-oj"); err != nil || d.Path != db {
+		t.Errorf("Resolve of the database folder itself: %+v, %v", d, err)
+	}
+	for _, f := range []string{"user.bson", "homework.bson.gz"} {
+		if err := os.Remove(filepath.Join(root, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := dump.Resolve(root, "normal-oj"); err != nil || d.Path != db {
+		t.Errorf("Resolve without the loose files: %+v, %v", d, err)
+	}
+}

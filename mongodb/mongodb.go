@@ -175,7 +175,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 // openError is err of Open, naming the redacted URI, scrubbed of its
 // secrets and marked with class c.
 func openError(cfg Config, c watch.Class, err error) error {
-	return scrub(watch.WithClass(c, fmt.Errorf("mongodb %s: %w", Redact(cfg.URI), err)), uriSecrets(cfg.URI))
+	return scrub(watch.WithClass(c, fmt.Errorf("%s: %w", Redact(cfg.URI), err)), uriSecrets(cfg.URI))
 }
 
 // open runs Open's checks on a connected client (cfg has its defaults).

@@ -25,6 +25,12 @@ func isArchive(path string) bool {
 	return err == nil && !st.IsDir()
 }
 
+// isDirectory reports whether path is a directory.
+func isDirectory(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
 // archiveName reports whether out is named like an archive file (.archive,
 // .gz), which the corrected copy of a directory dump cannot be.
 func archiveName(out string) bool {
@@ -47,12 +53,60 @@ func (s *archiveSource) close() {
 }
 
 // write writes the corrected archive to the output file and moves it into
-// place (offline.Options.Write).
-func (s *archiveSource) write(ctx context.Context, rewrite map[string]dump.Rewrite) error {
-	if err := s.a.Write(ctx, s.out, rewrite); err != nil {
+// place (offline.Options.Write), reporting its progress in bytes before
+// compression.
+func (s *archiveSource) write(ctx context.Context, rewrite map[string]dump.Rewrite, prog *progress.Reporter) error {
+	prog.Begin("writing the archive", progress.Bytes, s.a.Size())
+	if err := s.a.Write(ctx, s.out, rewrite, func(n int64) { prog.Advance(n) }); err != nil {
 		return err
 	}
 	return s.out.Commit()
+}
+
+// outGzip reports whether the corrected archive out is written
+// gzip-compressed: as its name says (.gz: gzip, .archive: not, so that
+// the mongorestore command the name suggests reads it), else as the input
+// was (inGzip).
+func outGzip(out string, inGzip bool) bool {
+	switch {
+	case strings.HasSuffix(out, ".gz"):
+		return true
+	case strings.HasSuffix(out, ".archive"):
+		return false
+	}
+	return inGzip
+}
+
+func compression(gz bool) string {
+	if gz {
+		return "gzip-compressed"
+	}
+	return "uncompressed"
+}
+
+// fileSize is the size of r when it is a regular file, else 0 (unknown).
+func fileSize(r io.Reader) int64 {
+	f, ok := r.(*os.File)
+	if !ok {
+		return 0
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return 0
+	}
+	return st.Size()
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // openArchive reads the archive path names (standard input for "-") into
@@ -65,13 +119,6 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 	if out == "-" {
 		return nil, &configError{"--out -: writing the corrected archive to standard output is not supported; give a file"}
 	}
-	s := &archiveSource{}
-	if out != "" {
-		var err error
-		if s.out, err = dump.CreateArchiveFile(out); err != nil {
-			return nil, &configError{fmt.Sprintf("--out: %v", err)}
-		}
-	}
 	var in io.Reader
 	name := path
 	if path == "-" {
@@ -79,7 +126,27 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 		if in == nil {
 			in = os.Stdin
 		}
-	} else {
+		if isTerminal(in) {
+			return nil, &configError{"--dump -: standard input is a terminal, not an archive; redirect or pipe one into it (--dump - < backup.archive.gz), or give the archive file"}
+		}
+	}
+	// Unpack would fail on a missing $TMPDIR naming only the path it
+	// tried.
+	if tmp := os.TempDir(); !isDirectory(tmp) {
+		which := "TMPDIR=" + tmp
+		if os.Getenv("TMPDIR") == "" {
+			which = "TMPDIR is unset and " + tmp
+		}
+		return nil, &configError{fmt.Sprintf("the archive is unpacked under $TMPDIR, and %s is not a directory; set TMPDIR to an existing directory with room for the uncompressed dump", which)}
+	}
+	s := &archiveSource{}
+	if out != "" {
+		var err error
+		if s.out, err = dump.CreateArchiveFile(out); err != nil {
+			return nil, &configError{fmt.Sprintf("--out: %v", err)}
+		}
+	}
+	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
 			s.close()
@@ -95,9 +162,19 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 	if !quiet {
 		fmt.Fprintf(env.stderr, "reading archive %s (unpacked into a temporary directory under %s)\n", name, os.TempDir())
 	}
+	// Progress in bytes of the input (compressed or not) as read, of the
+	// file's size when it is one (a file, standard input redirected from
+	// one), so that the time left is known.
 	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
-	prog.Phase("unpacking the archive")
-	a, err := dump.Unpack(ctx, in, name, dump.UnpackOptions{Database: database, Keep: keep, Progress: prog.Add,
+	prog.Begin("unpacking the archive", progress.Bytes, fileSize(in))
+	cr := &countingReader{r: in}
+	var advanced int64
+	a, err := dump.Unpack(ctx, cr, name, dump.UnpackOptions{Database: database, Keep: keep,
+		Progress: func(n int) {
+			prog.Add(n)
+			prog.Advance(cr.n - advanced)
+			advanced = cr.n
+		},
 		Prelude: func(colls []dump.Namespace) error { return archiveComplete(name, colls, database) }})
 	if err != nil {
 		if s.out != nil {
@@ -109,6 +186,12 @@ func openArchive(ctx context.Context, env *environment, path, database, out stri
 		return nil, err
 	}
 	s.a = a
+	if out != "" {
+		if gz := outGzip(out, a.Gzip); gz != a.Gzip {
+			fmt.Fprintf(env.stderr, "writing %s %s, as its name says (the input is %s)\n", out, compression(gz), compression(a.Gzip))
+			a.Gzip = gz
+		}
+	}
 	// The prelude listed them all; a data namespace missing would not
 	// have ended (Unpack refuses that), but check what was read.
 	if err := archiveComplete(name, a.Namespaces(), database); err != nil {

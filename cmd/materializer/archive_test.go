@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -276,7 +277,11 @@ func TestOfflineArchive(t *testing.T) {
 			if r := runCLI(t, "rebuild", "--dump", dir, "--out", outDir); r.code != exitOK {
 				t.Fatalf("rebuild of the directory: %v", r)
 			}
-			outFile := filepath.Join(root, "corrected", "out.archive")
+			suffix := ".archive" // the output is compressed as its name says
+			if zipped {
+				suffix = ".archive.gz"
+			}
+			outFile := filepath.Join(root, "corrected", "out"+suffix)
 			r := runCLI(t, "rebuild", "--dump", archFile, "--out", outFile)
 			if r.code != exitOK {
 				t.Fatalf("rebuild of the archive: %v", r)
@@ -314,7 +319,7 @@ func TestOfflineArchive(t *testing.T) {
 				t.Errorf("verify of the corrected archive: want exit 0\n%v", r)
 			}
 			// From standard input, the same corrected archive.
-			outFile2 := filepath.Join(root, "out2.archive")
+			outFile2 := filepath.Join(root, "out2"+suffix)
 			if r := runCLIStdin(t, arch, "rebuild", "--dump", "-", "--out", outFile2); r.code != exitOK {
 				t.Fatalf("rebuild from stdin: %v", r)
 			}
@@ -424,8 +429,19 @@ func TestOfflineArchiveProgress(t *testing.T) {
 		return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	}
 	loud := run("verify", "--dump", file)
-	if !strings.Contains(loud.stderr, "unpacking the archive") || loud.code != exitFail {
-		t.Errorf("no progress while unpacking (or not the seed's drift)\n%v", loud)
+	st, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The total of the unpacking is the archive file's size.
+	unpacking := regexp.MustCompile(`verify: unpacking the archive: [0-9.]+ [KM]iB of ` + regexp.QuoteMeta(binaryUnits(st.Size())) + ` \(\d+%\), \d+ documents`)
+	if !unpacking.MatchString(loud.stderr) || loud.code != exitFail {
+		t.Errorf("no progress with the archive's size while unpacking (or not the seed's drift)\n%v", loud)
+	}
+	// Writing the corrected archive: its uncompressed size is the total.
+	fixed := run("rebuild", "--dump", file, "--out", filepath.Join(root, "fixed.archive.gz"))
+	if !regexp.MustCompile(`rebuild: writing the archive: [0-9.]+ (B|KiB|MiB) of [0-9.]+ [KM]iB \(\d+%\)`).MatchString(fixed.stderr) || fixed.code != exitOK {
+		t.Errorf("no progress with a total while the archive is written\n%v", fixed)
 	}
 	if quiet := run("verify", "--dump", file, "--quiet"); quiet.stderr != "" || quiet.stdout != loud.stdout {
 		t.Errorf("--quiet: stderr not empty, or another report\n%v", quiet)
@@ -488,4 +504,63 @@ func TestOperationsArchiveRestore(t *testing.T) {
 	if !readArchive(t, out).gzip {
 		t.Error("the corrected archive of a gzipped one is not gzipped")
 	}
+}
+
+// TestArchiveOutFollowsSuffix: the corrected archive is compressed as its
+// name says, whatever the input was: .gz is gzip, .archive is not (what
+// mongorestore --archive, with or without --gzip, will be given); another
+// name keeps the input's format. A change of format is said on stderr.
+func TestArchiveOutFollowsSuffix(t *testing.T) {
+	cleanConfigEnv(t)
+	t.Setenv("TMPDIR", t.TempDir())
+	v, _ := driftiestVector(t)
+	root := t.TempDir()
+	for _, c := range []struct {
+		inGzip   bool
+		out      string
+		wantGzip bool
+	}{
+		{true, "fixed.archive", false},
+		{false, "fixed.archive.gz", true},
+		{true, "fixed.bak", true},
+		{false, "fixed.bak", false},
+		{true, "fixed.gz", true},
+	} {
+		t.Run(fmt.Sprintf("gzip=%v to %s", c.inGzip, c.out), func(t *testing.T) {
+			arch, _ := archiveOfDump(t, dumpColls(v.DB, nil), c.inGzip)
+			dir := filepath.Join(root, t.Name())
+			in, out := filepath.Join(dir, "in"), filepath.Join(dir, c.out)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(in, arch, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := runCLI(t, "rebuild", "--dump", in, "--out", out)
+			if r.code != exitOK {
+				t.Fatalf("rebuild: want exit 0\n%v", r)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readArchive(t, b); got.gzip != c.wantGzip {
+				t.Errorf("%s written gzip-compressed: %v, want %v\n%v", c.out, got.gzip, c.wantGzip, r)
+			}
+			if said := strings.Contains(r.stderr, "compress"); said != (c.inGzip != c.wantGzip) {
+				t.Errorf("the change of format said on stderr: %v, want %v\n%v", said, c.inGzip != c.wantGzip, r)
+			}
+			if r := runCLI(t, "verify", "--dump", out); r.code != exitOK {
+				t.Errorf("verify of %s: want exit 0\n%v", c.out, r)
+			}
+		})
+	}
+}
+
+// binaryUnits is n as progress lines print it, below 1 GiB.
+func binaryUnits(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }

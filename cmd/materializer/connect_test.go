@@ -25,7 +25,7 @@ func TestWithConnectHint(t *testing.T) {
 	sse := topology.ServerSelectionError{Wrapped: context.DeadlineExceeded, Desc: description.Topology{
 		Servers: []description.Server{{Addr: address.Address("127.0.0.1:1"), Kind: description.Unknown, LastError: refused}}}}
 	uri := "mongodb://127.0.0.1:1/"
-	selErr := fmt.Errorf("MATERIALIZER_MONGODB_URI: mongodb mongodb://h: ping: %w", sse)
+	selErr := fmt.Errorf("MATERIALIZER_MONGODB_URI: mongodb://h: ping: %w", sse)
 	h := mongodb.ConnectHint(uri, selErr)
 	if h == "" {
 		t.Fatal("no hint for a refused connection")
@@ -80,6 +80,9 @@ func TestCommandsSayWhereAndHint(t *testing.T) {
 		}
 		if strings.Contains(r.output(), "s3cret") {
 			t.Errorf("%v: the password is printed\n%v", args, r)
+		}
+		if strings.Contains(r.stderr, "mongodb mongodb://") {
+			t.Errorf("%v: the error says \"mongodb\" before the URI, which says it again\n%v", args, r)
 		}
 	}
 }

@@ -369,11 +369,11 @@ func TestDumpErrors(t *testing.T) {
 			t.Errorf("rebuild --out onto its own dump changed it")
 		}
 	})
-	t.Run("dry run with out writes nothing", func(t *testing.T) {
+	t.Run("dry run with out is refused and writes nothing", func(t *testing.T) {
 		out := filepath.Join(root, "dry-out")
 		r := runCLI(t, "rebuild", "--dump", good, "--dry-run", "--out", out)
-		if r.code != exitOK {
-			t.Fatalf("want exit 0\n%v", r)
+		if r.code != exitConfig {
+			t.Fatalf("want exit 2\n%v", r)
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("rebuild --dry-run created %s", out)

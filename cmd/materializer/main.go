@@ -6,7 +6,8 @@
 //
 //	materializer <command> [flags]
 //
-// Commands: run, rebuild, verify, status, explain, seed, version. Configuration is
+// Commands: run, rebuild, verify, status, explain, seed, version (also
+// --version). Configuration is
 // read from MATERIALIZER_* environment variables. Exit status: 0 success,
 // 1 failure (or drift found by verify), 2 usage or configuration error,
 // 130 interrupted by SIGINT, 143 by SIGTERM (a one-shot command; run exits
@@ -28,6 +29,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 )
 
@@ -68,8 +70,8 @@ func commands() []command {
 		{"verify", "compare stored derived values with a recompute; exit 1 on drift", cmdVerify},
 		{"status", "show the saved checkpoint, its cluster time, the lag and the lease", cmdStatus},
 		{"explain", "show step by step how one user's values for one problem are derived (read-only)", cmdExplain},
-		{"seed", "generate Normal-OJ-shaped demo data into MongoDB or a mongodump directory", cmdSeed},
-		{"version", "print the version", cmdVersion},
+		{"seed", "generate Normal-OJ-shaped demo data into MongoDB, a mongodump directory or an archive", cmdSeed},
+		{"version", "print the version (also: materializer --version)", cmdVersion},
 	}
 }
 
@@ -127,6 +129,9 @@ func runMain(ctx context.Context, env *environment, args []string) int {
 		} else {
 			args = []string{args[1], "--help"} // materializer help run: run's help
 		}
+	}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...) // as most tools take it
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		if len(args) == 0 {
@@ -283,7 +288,9 @@ func newLogger(env *environment, c *Config) (zerolog.Logger, error) {
 	}
 	var w io.Writer = env.stderr
 	if c.LogFormat == "console" {
-		w = zerolog.ConsoleWriter{Out: env.stderr}
+		// Colour codes only for a person at a terminal: a file or a log
+		// collector would keep them as noise.
+		w = zerolog.ConsoleWriter{Out: env.stderr, NoColor: !isTerminal(env.stderr)}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Str("version", version).Logger(), nil
 }
@@ -295,4 +302,10 @@ func cmdVersion(ctx context.Context, env *environment, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "materializer %s\n", version)
 	return nil
+}
+
+// isTerminal reports whether s (an output or input stream) is a terminal.
+func isTerminal(s any) bool {
+	f, ok := s.(interface{ Fd() uintptr })
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }

@@ -98,6 +98,11 @@ func TestOfflineHomeworkOver16MiB(t *testing.T) {
 			if entries, _ := os.ReadDir(root); len(entries) != 1 {
 				t.Errorf("a failed rebuild left %v beside its input", entries)
 			}
+			// Nothing was written: no report on stdout (a cron mail of
+			// stdout would read "N corrected" as done).
+			if rr.stdout != "" {
+				t.Errorf("a rebuild that wrote nothing printed on stdout:\n%v", rr)
+			}
 		})
 	}
 }

@@ -38,8 +38,9 @@ keeps its owner and mode. A corrected homework over MongoDB's 16 MiB limit
 fails the command (exit 1).
 --dump FILE (- for standard input) reads a mongodump --archive, gzipped or
 not (unpacked into $TMPDIR first); --out OUT then writes the corrected
-archive to the file OUT (absent) in the same format, gzipped if the input
-was, every other namespace and all metadata unchanged.
+archive to the file OUT (absent), every other namespace and all metadata
+unchanged, gzipped as OUT's name says (.gz: gzip, .archive: not; another
+name: as the input). A failed rebuild prints no report on stdout.
 Progress goes to stderr every few seconds on long work (--quiet: none).
 SIGINT or SIGTERM stops it in any phase, removes the partial output and
 exits 130 or 143 (a second signal exits at once).`)
@@ -61,6 +62,12 @@ exits 130 or 143 (a second signal exits at once).`)
 	if !isOffline && *out != "" {
 		return &configError{"--out needs --dump"}
 	}
+	if *dryRun && *out != "" {
+		return &configError{"--out with --dry-run: a dry run writes nothing; leave out --dry-run to write the corrected copy, or --out to only report"}
+	}
+	if err := maxDiffsFlag(*maxDiffs); err != nil {
+		return err
+	}
 	if isOffline && *out == "" && !*dryRun {
 		return &configError{"--dump needs --out (or --dry-run)"}
 	}
@@ -72,9 +79,6 @@ exits 130 or 143 (a second signal exits at once).`)
 		}
 		if _, err := newLogger(env, cfg); err != nil {
 			return err
-		}
-		if opts.DryRun {
-			*out = ""
 		}
 		return runOffline(ctx, env, cfg, *dumpDir, *out, *maxDiffs, *quiet, "rebuild")
 	}
@@ -221,6 +225,15 @@ func dumpFlag(fs *flag.FlagSet, dir string) (bool, error) {
 	return set, nil
 }
 
+// maxDiffsFlag refuses a negative --max-diffs (it would print none, as 0
+// does, without saying so).
+func maxDiffsFlag(n int) error {
+	if n < 0 {
+		return &configError{fmt.Sprintf("--max-diffs %d: give 0 or more differences to print", n)}
+	}
+	return nil
+}
+
 // flagGiven reports whether flag name was on the command line (even with
 // an empty value).
 func flagGiven(fs *flag.FlagSet, name string) bool {
@@ -248,11 +261,14 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 			return err
 		}
 		defer s.close()
-		var write func(context.Context, map[string]dump.Rewrite) error
+		var write func(context.Context, map[string]dump.Rewrite, *progress.Reporter) error
 		if out != "" {
 			write = s.write
 		}
 		return runOfflineDump(ctx, env, s.a.Dir(), write, out, maxDiffs, quiet, what)
+	}
+	if out == "-" {
+		return &configError{"--out -: the corrected copy of a dump directory is a directory, which cannot go to standard output; give a directory"}
 	}
 	if archiveName(out) {
 		return &configError{fmt.Sprintf("--out %s: the corrected copy of a dump directory is a directory (only an archive's is an archive); give a directory", out)}
@@ -270,10 +286,15 @@ func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out str
 }
 
 // runOfflineDump runs offline on d and prints the report; write, when
-// set, writes the corrected copy (offline.Options.Write).
-func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write func(context.Context, map[string]dump.Rewrite) error, out string, maxDiffs int, quiet bool, what string) error {
+// set, writes the corrected copy (offline.Options.Write), reporting to
+// the progress it is given.
+func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write func(context.Context, map[string]dump.Rewrite, *progress.Reporter) error, out string, maxDiffs int, quiet bool, what string) error {
 	prog := progress.New(textProgress(env, what, quiet), nil, env.every(), 0)
-	rep, err := offline.Run(ctx, d, offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog, Write: write})
+	opts := offline.Options{Out: out, MaxDiffs: maxDiffs, Progress: prog}
+	if write != nil {
+		opts.Write = func(ctx context.Context, rewrite map[string]dump.Rewrite) error { return write(ctx, rewrite, prog) }
+	}
+	rep, err := offline.Run(ctx, d, opts)
 	err = withPathFlag(err)
 	if ctx.Err() != nil && err != nil {
 		return err // interrupted: no report
@@ -285,6 +306,11 @@ func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write fun
 		verb = "would change"
 	case what == "rebuild":
 		verb = "corrected"
+	}
+	if out != "" && err != nil {
+		// The output was not committed: no report on stdout, which a cron
+		// mail of it would read as a rebuild done.
+		return fmt.Errorf("%w; nothing written to %s", err, out)
 	}
 	if rep != nil {
 		printReport(env.stdout, rep, verb)
@@ -331,6 +357,9 @@ Progress goes to stderr every few seconds on long work (--quiet: none).`)
 	}
 	isOffline, err := dumpFlag(fs, *dumpDir)
 	if err != nil {
+		return err
+	}
+	if err := maxDiffsFlag(*maxDiffs); err != nil {
 		return err
 	}
 	if isOffline {
@@ -508,10 +537,12 @@ func shortenIDs(stored, derived string) (string, string, []string) {
 	if (!sok || len(sa) <= maxListedIDs) && (!dok || len(da) <= maxListedIDs) {
 		return stored, derived, nil
 	}
-	if sok {
+	// An empty list stays [], as it prints beside a short list and in
+	// explain.
+	if sok && len(sa) > 0 {
 		stored = stored[:si[0]] + fmt.Sprintf("[%d ids]", len(sa)) + stored[si[1]:]
 	}
-	if dok {
+	if dok && len(da) > 0 {
 		derived = derived[:di[0]] + fmt.Sprintf("[%d ids]", len(da)) + derived[di[1]:]
 	}
 	onlyIn := func(a, b []string) []string {

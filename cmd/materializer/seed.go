@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/rs/zerolog"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -11,22 +12,27 @@ import (
 	"github.com/normal-oj/noj-materializer/dump"
 	"github.com/normal-oj/noj-materializer/internal/demo"
 	"github.com/normal-oj/noj-materializer/mongodb"
+	"github.com/normal-oj/noj-materializer/progress"
 )
 
 func cmdSeed(ctx context.Context, env *environment, args []string) error {
-	fs := newFlags(env, "seed", "[--users N --problems N --homeworks N --submissions N --seed S] [--shape university|stress] [--course-size N] [--out DIR] [--if-empty]",
+	fs := newFlags(env, "seed", "[--users N --problems N --homeworks N --submissions N --seed S] [--shape university|stress] [--course-size N] [--out DIR | --archive FILE] [--if-empty] [--quiet]",
 		`Generate Normal-OJ-shaped demo data: users, problems, homeworks with
 penalties, deadlines and studentStatus entries, and submissions with
 realistic statuses and timestamps, with stale derived values as the old
 Back-End code leaves them. The university shape (default) puts users in
 courses of about --course-size students; a homework's studentStatus holds
 its course's students and students submit to their course's problems. The
-stress shape enrolls every user in every homework. With --out it writes a mongodump-format directory
-(for 'verify --dump' and 'rebuild --dump'); otherwise it inserts into
+stress shape enrolls every user in every homework. With --out it writes a mongodump-format directory,
+with --archive a mongodump --archive file of MATERIALIZER_DATABASE
+(gzip-compressed when FILE ends in .gz), for 'verify --dump', 'rebuild
+--dump' and mongorestore; otherwise it inserts into
 MATERIALIZER_MONGODB_URI's database, which must hold no submissions yet
-(--if-empty: a database that has some is left alone, exit 0). --out is
-written like rebuild's (a hidden partial directory moved into place at
-the end); SIGINT or SIGTERM removes it and exits 130 or 143.`)
+(--if-empty: a database that has some is left alone, exit 0). --out and
+--archive are written like rebuild's (a hidden partial directory or file
+moved into place at the end); SIGINT or SIGTERM removes it and exits 130
+or 143. Progress goes to stderr every few seconds on long work (--quiet:
+none).`)
 	var p demo.Params
 	fs.IntVar(&p.Users, "users", 50, "number of users")
 	fs.IntVar(&p.Problems, "problems", 20, "number of problems")
@@ -36,12 +42,27 @@ the end); SIGINT or SIGTERM removes it and exits 130 or 143.`)
 	fs.StringVar(&p.Shape, "shape", demo.ShapeUniversity, "university (users in courses) or stress (every user in every homework)")
 	fs.IntVar(&p.CourseSize, "course-size", 80, "university shape: mean students per course")
 	out := fs.String("out", "", "write a mongodump directory here instead of inserting into MongoDB")
+	archive := fs.String("archive", "", "write a mongodump archive file here (gzip-compressed when it ends in .gz) instead of inserting into MongoDB")
+	quiet := fs.Bool("quiet", false, "no progress reports on stderr")
 	ifEmpty := fs.Bool("if-empty", false, "exit 0 without inserting when the database already has submissions (for repeated 'make up')")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := outFlag(fs, *out, "insert into MongoDB"); err != nil {
 		return err
+	}
+	if flagGiven(fs, "archive") && *archive == "" {
+		return &configError{"--archive is empty (an unset variable?); give a file, or leave --archive out to insert into MongoDB"}
+	}
+	switch {
+	case *out != "" && *archive != "":
+		return &configError{"--out and --archive both given: seed writes one output, a directory (--out) or an archive (--archive)"}
+	case *archive == "-":
+		return &configError{"--archive -: writing the archive to standard output is not supported; give a file"}
+	case *out == "-":
+		return &configError{"--out -: seed --out writes a dump directory, which cannot go to standard output; give a directory (or --archive FILE for an archive)"}
+	case archiveName(*out):
+		return &configError{fmt.Sprintf("--out %s names an archive, but --out writes a dump directory: give --archive %s for a mongodump archive, or a directory name to --out", *out, *out)}
 	}
 	if p.Users < 0 || p.Problems < 0 || p.Homeworks < 0 || p.Submissions < 0 {
 		return &configError{"sizes must not be negative"}
@@ -52,17 +73,18 @@ the end); SIGINT or SIGTERM removes it and exits 130 or 143.`)
 	if p.CourseSize <= 0 {
 		return &configError{"--course-size must be positive"}
 	}
+	toFile := *out != "" || *archive != ""
 	load := loadConfig
-	if *out != "" {
+	if toFile {
 		load = func(bool) (*Config, error) { return loadOfflineConfig() }
 	}
-	cfg, err := load(*out == "")
+	cfg, err := load(!toFile)
 	if err != nil {
 		return err
 	}
 	cfg.allowStandalone = true // inserts only: no change stream needed
-	if *out != "" {
-		return seedOut(ctx, env, p, *out)
+	if toFile {
+		return seedFiles(ctx, env, p, *out, *archive, cfg.Database, *quiet)
 	}
 	docs := demo.Generate(p)
 	log, err := newLogger(env, cfg)
@@ -87,10 +109,56 @@ the end); SIGINT or SIGTERM removes it and exits 130 or 143.`)
 	return nil
 }
 
-// seedOut writes the generated data as a mongodump directory at out,
-// through a dump.Output like rebuild's: an interrupted or failed seed
-// leaves no output.
-func seedOut(ctx context.Context, env *environment, p demo.Params, out string) error {
+// seedFiles writes the generated data as a mongodump directory at out,
+// through a dump.Output like rebuild's, or as an archive of database at
+// archive, through a dump.ArchiveFile: an interrupted or failed seed
+// leaves no output. Progress counts the documents, whose total the sizes
+// give.
+func seedFiles(ctx context.Context, env *environment, p demo.Params, out, archive, database string, quiet bool) error {
+	target := out
+	if archive != "" {
+		target = archive
+	}
+	prog := progress.New(textProgress(env, "seed", quiet), nil, env.every(), int64(p.Users+p.Problems+p.Homeworks+p.Submissions))
+	prog.Phase("writing " + target)
+	counts := make(map[string]int)
+	n := 0
+	gen := func(emit func(string, bson.Raw) error) error {
+		return demo.GenerateTo(p, func(coll string, doc bson.Raw) error {
+			if n++; n%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			counts[coll]++
+			prog.Add(1)
+			return emit(coll, doc)
+		})
+	}
+	var err error
+	if archive != "" {
+		err = seedArchive(ctx, archive, database, gen)
+	} else {
+		err = seedDir(ctx, out, gen)
+	}
+	if err != nil {
+		return err
+	}
+	prog.Finish()
+	what := ""
+	if archive != "" {
+		what = fmt.Sprintf(" (a mongodump archive of database %s)", database)
+		if strings.HasSuffix(archive, ".gz") {
+			what = fmt.Sprintf(" (a gzip-compressed mongodump archive of database %s)", database)
+		}
+	}
+	fmt.Fprintf(env.stdout, "wrote %d users, %d problems, %d homeworks, %d submissions to %s%s\n",
+		counts["user"], counts["problem"], counts["homework"], counts["submission"], target, what)
+	return nil
+}
+
+// seedDir writes the documents gen emits as a dump directory at out.
+func seedDir(ctx context.Context, out string, gen func(emit func(string, bson.Raw) error) error) error {
 	if err := dump.CheckOutput(out); err != nil {
 		return &configError{"--out: " + err.Error()}
 	}
@@ -99,19 +167,7 @@ func seedOut(ctx context.Context, env *environment, p demo.Params, out string) e
 		return fmt.Errorf("--out: %w", err)
 	}
 	defer o.Remove() // nothing once committed
-	counts := make(map[string]int)
-	n := 0
-	err = dump.WriteStream(o.Dir(), dump.Sources, func(emit func(string, bson.Raw) error) error {
-		return demo.GenerateTo(p, func(coll string, doc bson.Raw) error {
-			if n++; n%4096 == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			counts[coll]++
-			return emit(coll, doc)
-		})
-	})
+	err = dump.WriteStream(o.Dir(), dump.Sources, gen)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -121,7 +177,33 @@ func seedOut(ctx context.Context, env *environment, p demo.Params, out string) e
 	if err := o.Commit(); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	fmt.Fprintf(env.stdout, "wrote %d users, %d problems, %d homeworks, %d submissions to %s\n",
-		counts["user"], counts["problem"], counts["homework"], counts["submission"], out)
+	return nil
+}
+
+// seedArchive writes the documents gen emits as an archive of database
+// at file, gzip-compressed when its name ends in .gz.
+func seedArchive(ctx context.Context, file, database string, gen func(emit func(string, bson.Raw) error) error) error {
+	af, err := dump.CreateArchiveFile(file)
+	if err != nil {
+		return &configError{"--archive: " + err.Error()}
+	}
+	defer af.Abort() // nothing once committed
+	aw, err := dump.NewArchiveWriter(af, strings.HasSuffix(file, ".gz"), database, dump.Sources, nil)
+	if err != nil {
+		return err
+	}
+	err = gen(aw.Add)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = aw.Close()
+	}
+	if err != nil {
+		return err
+	}
+	if err := af.Commit(); err != nil {
+		return fmt.Errorf("--archive: %w", err)
+	}
 	return nil
 }

@@ -5,12 +5,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -339,4 +342,94 @@ func values(t *testing.T, v bson.RawValue) []bson.RawValue {
 		t.Fatal(err)
 	}
 	return vs
+}
+
+// TestSeedArchive: seed --archive writes the seed as a mongodump archive
+// (gzip-compressed when its name ends in .gz) that the test's own reader
+// parses into the documents seed --out writes for the same seed, byte for
+// byte; verify, rebuild --dry-run and explain report on it exactly what
+// they report on the directory; its corrected copy verifies clean.
+func TestSeedArchive(t *testing.T) {
+	cleanConfigEnv(t)
+	t.Setenv("TMPDIR", t.TempDir())
+	root := t.TempDir()
+	dir := filepath.Join(root, "seed")
+	seedDump(t, dir, "42")
+	for _, name := range []string{"seed.archive", "seed.archive.gz"} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(root, name)
+			args := append(append([]string{"seed"}, seedArgs...), "--seed", "42", "--archive", file)
+			r := runCLI(t, args...)
+			if r.code != exitOK || !strings.Contains(r.stdout, file) || !strings.Contains(r.stdout, "120 submissions") {
+				t.Fatalf("%v: want exit 0 saying what it wrote where\n%v", args, r)
+			}
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := readArchive(t, b)
+			if got.gzip != strings.HasSuffix(name, ".gz") {
+				t.Errorf("gzip-compressed: %v", got.gzip)
+			}
+			for _, c := range []string{materialize.CollUser, materialize.CollProblem, materialize.CollHomework, materialize.CollSubmission} {
+				want := concatRaw(readBSONFile(t, filepath.Join(dir, c+".bson")))
+				if !bytes.Equal(got.data[archNS{"normal-oj", c}], want) {
+					t.Errorf("normal-oj.%s: %d bytes of documents, the directory's file %d", c, len(got.data[archNS{"normal-oj", c}]), len(want))
+				}
+			}
+			for _, cmd := range [][]string{{"verify", "--dump"}, {"rebuild", "--dry-run", "--dump"}} {
+				rd, ra := runCLI(t, append(cmd, dir)...), runCLI(t, append(cmd, file)...)
+				if rd.code != ra.code || rd.stdout != ra.stdout || rd.stdout == "" {
+					t.Errorf("%v of the archive:\n%v\nof the directory:\n%v", cmd, ra, rd)
+				}
+			}
+			fixed := filepath.Join(root, "fixed-"+name)
+			if r := runCLI(t, "rebuild", "--dump", file, "--out", fixed); r.code != exitOK {
+				t.Fatalf("rebuild of the archive: %v", r)
+			}
+			if r := runCLI(t, "verify", "--dump", fixed); r.code != exitOK {
+				t.Errorf("verify of the corrected archive: want exit 0\n%v", r)
+			}
+		})
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"both outputs", []string{"--out", filepath.Join(root, "d2"), "--archive", filepath.Join(root, "a2.archive")}, "--archive"},
+		{"existing file", []string{"--archive", filepath.Join(root, "seed.archive")}, "exists"},
+		{"standard output", []string{"--archive", "-"}, "--archive -"},
+		{"empty", []string{"--archive", ""}, "--archive"},
+	} {
+		r := runCLI(t, append([]string{"seed", "--users", "2", "--submissions", "3"}, c.args...)...)
+		if r.code != exitConfig || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s: want exit 2 saying %q\n%v", c.name, c.want, r)
+		}
+	}
+}
+
+// TestSeedProgress: a long seed reports its progress on stderr with the
+// total of documents it writes (known from the sizes) and the time left,
+// to a directory and to an archive; --quiet keeps stderr empty.
+func TestSeedProgress(t *testing.T) {
+	cleanConfigEnv(t)
+	root := t.TempDir()
+	run := func(args ...string) cliResult {
+		var stdout, stderr bytes.Buffer
+		env := &environment{stdout: &stdout, stderr: &stderr, progressEvery: time.Nanosecond}
+		code := runMain(context.Background(), env, args)
+		return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	}
+	sizes := []string{"seed", "--users", "30", "--problems", "8", "--homeworks", "4", "--submissions", "3000"}
+	total := regexp.MustCompile(`seed: \d+ of 3042 documents \(\d+%\), writing`)
+	for _, out := range [][]string{{"--out", filepath.Join(root, "d")}, {"--archive", filepath.Join(root, "a.archive.gz")}} {
+		r := run(append(sizes, out...)...)
+		if r.code != exitOK || !total.MatchString(r.stderr) {
+			t.Errorf("%v: no progress with the total on stderr\n%v", out, r)
+		}
+	}
+	if r := run(append(sizes, "--out", filepath.Join(root, "q"), "--quiet")...); r.code != exitOK || r.stderr != "" {
+		t.Errorf("--quiet: stderr not empty\n%v", r)
+	}
 }

@@ -155,10 +155,24 @@ func TestOfflineInterrupts(t *testing.T) {
 				st, err := os.Stat(filepath.Join(p[0], "submission.bson"))
 				return err == nil && st.Size() > 0
 			}, 143},
+		{"seed --archive SIGINT", func(out string) []string {
+			return []string{"seed", "--archive", out, "--users", "20000", "--submissions", "5000000"}
+		}, syscall.SIGINT,
+			func(out string) bool {
+				p := partials(out)
+				if len(p) == 0 {
+					return false
+				}
+				st, err := os.Stat(p[0])
+				return err == nil && st.Size() > 1<<20
+			}, 130},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
+			if strings.Contains(c.name, "--archive") {
+				out += ".archive.gz"
+			}
 			args := c.args(out)
 			_, existed := os.Stat(out)
 			cmd, stdout, stderr := startBinary(t, bin, args...)

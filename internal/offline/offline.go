@@ -57,7 +57,8 @@ type Options struct {
 	// Write, when set, writes the corrected copy instead of a directory
 	// at Out (Out then only says that there is an output): it is called
 	// once, after the derivation, with the rewrites of the collections
-	// that change, as Dir.CopyTo takes them (an archive's writer).
+	// that change, as Dir.CopyTo takes them (an archive's writer). It
+	// reports its own progress (Progress.Begin), knowing its total.
 	Write func(ctx context.Context, rewrite map[string]dump.Rewrite) error
 
 	// userBits: 1<<userBits users per bucket of records (bucketUserBits
@@ -220,7 +221,6 @@ func Run(ctx context.Context, d dump.Dir, opts Options) (*drift.Report, error) {
 		return s.rep, err
 	}
 	if opts.Out != "" && opts.Write != nil {
-		opts.Progress.Begin("writing", progress.Bytes, 0)
 		return s.rep, opts.Write(ctx, s.rewrites())
 	}
 	if out == nil {

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 if command -v docker-compose >/dev/null 2>&1; then compose=(docker-compose)
 elif docker compose version >/dev/null 2>&1; then compose=(docker compose)
-else echo "needs docker-compose (apt-get install docker-compose) or the docker compose plugin" >&2; exit 2; fi
+else echo "needs docker-compose (apt-get install --no-install-recommends docker-compose) or the docker compose plugin" >&2; exit 2; fi
 files=(-f testdata/docker-compose.yml -f testdata/docker-compose.prod.yml -f docker-compose.materializer.yml)
 PYTHON=${PYTHON:-python3}
 command -v /usr/bin/python3 >/dev/null && /usr/bin/python3 -c 'import yaml' 2>/dev/null && PYTHON=/usr/bin/python3
