@@ -32,7 +32,8 @@ type Dir struct {
 
 // Resolve finds the database directory under path: path/<db> when it
 // exists, else path itself when it holds a submission, homework, problem
-// or user BSON file. Errors name what was looked for: a *NotFoundError
+// or user BSON file (an empty db: path itself). Errors name what was
+// looked for: a *NotFoundError
 // when neither is there, a *LayoutError when both are, a *ConflictError
 // when a collection is there both plain and gzipped.
 func Resolve(path, db string) (Dir, error) {
@@ -44,7 +45,7 @@ func Resolve(path, db string) (Dir, error) {
 		return Dir{}, fmt.Errorf("dump directory %s: not a directory", path)
 	}
 	d := Dir{Root: path, Path: path}
-	if sub := filepath.Join(path, db); isDir(sub) {
+	if sub := filepath.Join(path, db); db != "" && isDir(sub) {
 		if loose := sourceFiles(path); len(loose) > 0 {
 			return Dir{}, &LayoutError{Path: path, Sub: sub, Loose: loose}
 		}
