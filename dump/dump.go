@@ -33,9 +33,9 @@ type Dir struct {
 // Resolve finds the database directory under path: path/<db> when it
 // exists, else path itself when it holds a submission, homework, problem
 // or user BSON file (an empty db: path itself). Errors name what was
-// looked for: a *NotFoundError
-// when neither is there, a *LayoutError when both are, a *ConflictError
-// when a collection is there both plain and gzipped.
+// looked for: a *NotFoundError when neither is there, a *LayoutError when
+// both are, a *ConflictError when a collection is there both plain and
+// gzipped.
 func Resolve(path, db string) (Dir, error) {
 	st, err := os.Stat(path)
 	if err != nil {
