@@ -8,9 +8,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,6 +49,22 @@ func partials(out string) []string {
 	a, _ := filepath.Glob(filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".partial-*"))
 	b, _ := filepath.Glob(filepath.Join(out, ".partial-*"))
 	return append(a, b...)
+}
+
+// catches reports whether process pid has a handler for sig (Linux:
+// the SigCgt mask of /proc/<pid>/status).
+func catches(pid int, sig syscall.Signal) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+			return err == nil && m&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	return false
 }
 
 // exitWithin waits for cmd and returns its exit status; it fails when
@@ -177,6 +195,11 @@ func TestOfflineInterrupts(t *testing.T) {
 			_, existed := os.Stat(out)
 			cmd, stdout, stderr := startBinary(t, bin, args...)
 			waitFor(t, "the phase to begin", func() bool { return c.ready(out) })
+			// A signal before the command installed its handler would
+			// kill it by the default action (exit -1), which is not what
+			// is tested: a loaded machine can take longer than a phase's
+			// wait to get there.
+			waitFor(t, "the signal handler", func() bool { return catches(cmd.Process.Pid, c.sig) })
 			if err := cmd.Process.Signal(c.sig); err != nil {
 				t.Fatal(err)
 			}
