@@ -42,9 +42,15 @@ func (s *Store) ScanIndex(users []string, pairs []materialize.Pair) IndexScan {
 	keys := x.keys(users, pairs)
 	out := IndexScan{Keys: int64(len(keys))}
 	entries := make([]indexEntry, len(keys))
+	// One buffer for every key (a user's thousands of entries per read):
+	// a key is a slice of it, valid when the buffer grows.
+	buf := make([]byte, 0, 64*len(keys))
 	for i, k := range keys {
 		raw := s.colls[materialize.CollSubmission][k]
-		entries[i] = newIndexEntry(raw, x.seq[k])
+		start := len(buf)
+		var tb int
+		buf, tb = appendIndexEntry(buf, raw, x.seq[k])
+		entries[i] = indexEntry{key: buf[start:len(buf):len(buf)], typeBits: tb}
 		if x.multikey {
 			out.Fetched = append(out.Fetched, raw)
 		}
@@ -61,18 +67,18 @@ type indexEntry struct {
 	typeBits int
 }
 
-// newIndexEntry encodes doc's entry; rid is its RecordId (the store's
+// appendIndexEntry appends the key of doc's entry to key and returns it
+// with the size of the entry's TypeBits; rid is its RecordId (the store's
 // insertion sequence stands in for WiredTiger's, which is also a counter
 // of inserts).
-func newIndexEntry(doc bson.Raw, rid uint64) indexEntry {
-	var key []byte
+func appendIndexEntry(key []byte, doc bson.Raw, rid uint64) ([]byte, int) {
 	var tb typeBits
 	for _, f := range CoveringFields {
 		key = appendKeyString(key, &tb, doc.Lookup(f))
 	}
 	key = append(key, 0x04) // kEnd: the key's values end, the RecordId follows
 	key = appendRecordID(key, rid)
-	return indexEntry{key: key, typeBits: tb.size()}
+	return key, tb.size()
 }
 
 // entrySizes is the bytes the entries occupy in WiredTiger's leaf pages,
