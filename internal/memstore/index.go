@@ -10,7 +10,7 @@ import (
 )
 
 // subIndex indexes the submission collection the way the mongodb adapter's
-// queries use user_1_problem_1_timestamp_1__id_1: by user and by
+// queries use its covering index (CoveringFields): by user and by
 // (user, problem), so a read of one user's or one pair's submissions
 // touches those documents only, not the whole collection (the benchmark
 // then measures the daemon, not the fake's scans).
