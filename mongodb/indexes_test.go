@@ -88,11 +88,11 @@ func TestEnsureIndexesListsFirstAndBuildsWithoutDeadline(t *testing.T) {
 	if err := ensureIndexes(ctx, f, func(ix IndexBuild) { announced = append(announced, ix.Name) }, 0); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"list submission", "list problem", "create submission " + scanIndexName}
+	want := []string{"list submission", "list problem", "create submission " + coverIndexName}
 	if !slices.Equal(f.calls, want) {
 		t.Errorf("calls %q, want %q", f.calls, want)
 	}
-	if !slices.Equal(announced, []string{scanIndexName}) {
+	if !slices.Equal(announced, []string{coverIndexName}) {
 		t.Errorf("announced %q", announced)
 	}
 	for _, c := range f.created {

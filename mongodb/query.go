@@ -34,11 +34,30 @@ var (
 	}
 )
 
-// scanSort is the order of ScanSubmissions, and the key of the index
-// scanIndexName that serves it.
+// scanSort is the order of ScanSubmissions, the prefix of the covering
+// index that serves it.
 var scanSort = bson.D{{Key: "user", Value: 1}, {Key: "problem", Value: 1}, {Key: "timestamp", Value: 1}, {Key: "_id", Value: 1}}
 
-const scanIndexName = "user_1_problem_1_timestamp_1__id_1"
+// coverKeys are the keys of the submission index coverIndexName: scanSort,
+// then the other fields of submissionProjection. Every field the reads of
+// a landing use (Submissions' filters on user and problem and its
+// projection, userStatsPipeline's $match and $group) is a key, so the
+// server answers them from the index's entries alone (a covered plan:
+// PROJECTION_COVERED, no FETCH) and examines no submission document,
+// however large Back-End's are (tasks hold every case's result). Covering
+// holds while no document stores an array under one of these fields (the
+// index would be multikey there; Back-End writes none): then the server
+// fetches the documents and the results are the same.
+//
+// From the index the server gives a missing field as null: the
+// derivation reads null and missing alike (materialize.DecodeSubmission's
+// present, userStatsPipeline's $ifNull and its "missing"/"null" types),
+// and the other types come back exact (the KeyString's TypeBits keep
+// int32, int64, double, string and symbol apart).
+var coverKeys = append(append(bson.D{}, scanSort...),
+	bson.E{Key: "status", Value: 1}, bson.E{Key: "score", Value: 1}, bson.E{Key: "languageType", Value: 1})
+
+const coverIndexName = "user_1_problem_1_timestamp_1__id_1_status_1_score_1_languageType_1"
 
 // safePathComponent reports whether s can be one component of a dotted
 // update or query path: not empty, no '.', not starting with '$'.

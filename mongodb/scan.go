@@ -19,8 +19,8 @@ import (
 
 // ScanSubmissions implements watch.Scanner: every submission in (user,
 // problem, timestamp, _id) order, streamed through one cursor so memory
-// stays bounded. The find is hinted to the user_1_problem_1_timestamp_1__id_1
-// index when it exists (EnsureIndexes creates it); without it the server
+// stays bounded. The find is hinted to the covering index (coverIndexName,
+// whose prefix is the sort) when it exists (EnsureIndexes creates it); without it the server
 // sorts, spilling to disk (allowDiskUse). Undecodable submissions go to
 // bad; an error from fn stops the scan and is returned.
 func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission) error, bad func(*materialize.DecodeError)) error {
@@ -28,7 +28,7 @@ func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission
 	// operationTime (the primary's last applied optime) would otherwise
 	// become the find's afterClusterTime, a commit point to wait for that
 	// no write of the daemon needs.
-	hinted, err := hasIndex(ctx, d.submissions, scanIndexName)
+	hinted, err := hasIndex(ctx, d.submissions, coverIndexName)
 	if err != nil {
 		return fail(d.cfg.Database, needs(d.submissions.Name(), "listIndexes"), "scan submissions", err)
 	}
@@ -39,7 +39,7 @@ func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission
 	defer end()
 	opts := options.Find().SetProjection(submissionProjection).SetSort(scanSort).SetAllowDiskUse(true)
 	if hinted {
-		opts.SetHint(scanIndexName)
+		opts.SetHint(coverIndexName)
 	}
 	cur, err := d.submissions.Find(ctx, bson.D{}, opts)
 	if err != nil {
@@ -316,7 +316,7 @@ func clusterTimeOf(resp bson.Raw) (bson.Timestamp, error) {
 
 // indexes are the indexes EnsureIndexes creates (see there for why).
 var indexes = []IndexBuild{
-	{Collection: materialize.CollSubmission, Keys: scanSort, Name: scanIndexName},
+	{Collection: materialize.CollSubmission, Keys: coverKeys, Name: coverIndexName},
 	{Collection: materialize.CollSubmission, Keys: bson.D{{Key: "problem", Value: 1}, {Key: "user", Value: 1}}, Name: "problem_1_user_1"},
 	{Collection: materialize.CollProblem, Keys: bson.D{{Key: "homeworks", Value: 1}}, Name: "homeworks_1"},
 }
@@ -386,11 +386,14 @@ func (a driverIndexes) create(ctx context.Context, coll string, model mongo.Inde
 // EnsureIndexes creates the indexes the adapter's queries rely on, if
 // missing:
 //
-//   - submission {user: 1, problem: 1, timestamp: 1, _id: 1}, named
-//     user_1_problem_1_timestamp_1__id_1: the order of ScanSubmissions, so
-//     a rebuild streams every submission grouped by (user, problem)
-//     without a blocking sort, and the prefix serves Submissions' filters
-//     on user and on (user, problem);
+//   - submission {user: 1, problem: 1, timestamp: 1, _id: 1, status: 1,
+//     score: 1, languageType: 1} (coverKeys, coverIndexName): its prefix
+//     is the order of ScanSubmissions, so a rebuild streams every
+//     submission grouped by (user, problem) without a blocking sort, and
+//     serves Submissions' filters on user and on (user, problem); with the
+//     other keys it covers the reads of a landing (see coverKeys). A
+//     deployment's earlier {user, problem, timestamp, _id} index is left
+//     as it is (its prefix is this one's: drop it to save its writes);
 //   - submission {problem: 1, user: 1}: finds the submissions and users of
 //     one problem (recomputing a problem's pairs, operator queries)
 //     without a collection scan;

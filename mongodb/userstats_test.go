@@ -151,7 +151,7 @@ func TestUserStatsPipelineShape(t *testing.T) {
 	}
 	first := p[0].(bson.D)[0]
 	if first.Key != "$match" || first.Value.(bson.D)[0].Key != "user" {
-		t.Fatalf("first stage %v, want $match on user (index %s)", first, scanIndexName)
+		t.Fatalf("first stage %v, want $match on user (index %s)", first, coverIndexName)
 	}
 	for i, want := range []string{"$match", "$group", "$sort", "$group", "$project"} {
 		if k := p[i].(bson.D)[0].Key; k != want {

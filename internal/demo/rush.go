@@ -99,7 +99,11 @@ func NewRush(p RushParams) *Rush {
 				pid = past[k]
 				ts = pastEnds[k/5].Add(-time.Duration(r.Int64N(int64(7 * day))))
 			}
-			emit(materialize.CollSubmission, submissionDoc(r, n, ts, func() (int64, string) { return pid, name }))
+			doc := submissionDoc(r, n, ts, func() (int64, string) { return pid, name })
+			// A third of the earlier submissions to past homeworks predate
+			// MinIO: their code and outputs are GridFS files.
+			rr := rand.New(rand.NewPCG(p.Seed, uint64(n)))
+			emit(materialize.CollSubmission, withResults(rr, doc, j >= p.InHomework && rr.IntN(3) == 0))
 			n++
 			_ = u
 		}
@@ -149,5 +153,92 @@ func (r *Rush) Landing(i int) (pending, judged bson.Raw) {
 			pd[k].Value = int32(-1)
 		}
 	}
-	return marshal(pd), judged
+	results := rand.New(rand.NewPCG(r.p.Seed+uint64(i)+1, 98))
+	return withResults(results, marshal(pd), false), withResults(results, judged, false)
+}
+
+// withResults returns doc with the fields Back-End stores beside the
+// derivation's (mongo/engine.py at dfbd76a: Submission, TaskResult,
+// CaseResult, in their declaration order): a judged submission's tasks,
+// each with its cases' results, and where its code is. A pending one
+// (status -1) has no tasks yet. Code and case outputs are ZipFields,
+// which are mongoengine FileFields: in GridFS, the document holding the
+// file's ObjectId (gridFS, older submissions), or in MinIO, the document
+// holding the object's path (codeMinioPath, outputMinioPath:
+// mongo/submission.py's _generate_*_minio_path).
+func withResults(r *rand.Rand, doc bson.Raw, gridFS bool) bson.Raw {
+	var d bson.D
+	if err := bson.Unmarshal(doc, &d); err != nil {
+		panic(fmt.Sprintf("demo: %v", err))
+	}
+	var id bson.ObjectID
+	var status int32
+	for _, e := range d {
+		switch e.Key {
+		case "_id":
+			id = e.Value.(bson.ObjectID)
+		case "status":
+			status = e.Value.(int32)
+		}
+	}
+	ulid := func() string { return fmt.Sprintf("%026X", r.Uint64()) }
+	gridFile := func() bson.ObjectID {
+		var f bson.ObjectID
+		for k := range f {
+			f[k] = byte(r.Uint32())
+		}
+		return f
+	}
+	tasks := bson.A{}
+	if status != int32(materialize.StatusPending) {
+		for i := range 1 + r.IntN(3) {
+			cases := bson.A{}
+			for j := range 2 + r.IntN(5) {
+				var output, path any
+				if gridFS {
+					output = gridFile()
+				} else {
+					path = fmt.Sprintf("submissions/%s_task%02d_case%02d_%s.zip", id.Hex(), i, j, ulid())
+				}
+				cs := status
+				if cs > 0 && r.IntN(2) == 0 {
+					cs = 0
+				}
+				cases = append(cases, bson.D{
+					{Key: "status", Value: cs}, {Key: "execTime", Value: int32(r.IntN(1000))},
+					{Key: "memoryUsage", Value: int32(r.IntN(65536))},
+					{Key: "output", Value: output}, {Key: "outputMinioPath", Value: path},
+				})
+			}
+			score := int32(0) // the task's score when accepted, else 0
+			if status == 0 {
+				score = int32(10 + r.IntN(5)*10)
+			}
+			tasks = append(tasks, bson.D{
+				{Key: "status", Value: status}, {Key: "execTime", Value: int32(r.IntN(1000))},
+				{Key: "memoryUsage", Value: int32(r.IntN(65536))}, {Key: "score", Value: score},
+				{Key: "cases", Value: cases},
+			})
+		}
+	}
+	var code, codePath any
+	if gridFS {
+		code = gridFile()
+	} else {
+		codePath = fmt.Sprintf("submissions/%s_%s.zip", id.Hex(), ulid())
+	}
+	out := make(bson.D, 0, len(d)+2)
+	for _, e := range d {
+		switch e.Key {
+		case "tasks":
+			e.Value = tasks
+		case "codeMinioPath":
+			out = append(out, bson.E{Key: "code", Value: code})
+			e.Value = codePath
+		case "ip_addr":
+			out = append(out, bson.E{Key: "comment", Value: nil})
+		}
+		out = append(out, e)
+	}
+	return marshal(out)
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // subIndex indexes the submission collection the way the mongodb adapter's
-// queries use user_1_problem_1_timestamp_1__id_1: by user and by
+// queries use its covering index (CoveringFields): by user and by
 // (user, problem), so a read of one user's or one pair's submissions
 // touches those documents only, not the whole collection (the benchmark
 // then measures the daemon, not the fake's scans).
@@ -28,6 +28,9 @@ type subIndex struct {
 	byUser  map[string]map[string]struct{} // decodable documents by user
 	badUser map[string]map[string]struct{} // undecodable documents by their user string
 	byPair  map[materialize.Pair]map[string]struct{}
+	// multikey: a document indexed so far stored an array under one of
+	// CoveringFields (the flag stays, as MongoDB's does).
+	multikey bool
 }
 
 type subEntry struct {
@@ -68,6 +71,11 @@ func (x *subIndex) put(k string, doc bson.Raw) {
 		x.seq[k] = x.next
 	}
 	x.drop(k, false)
+	for _, f := range CoveringFields {
+		if doc.Lookup(f).Type == bson.TypeArray {
+			x.multikey = true
+		}
+	}
 	var e subEntry
 	if sub, err := materialize.DecodeSubmission(doc); err == nil {
 		e = subEntry{ok: true, pair: materialize.Pair{User: sub.User, Problem: sub.Problem}}
@@ -125,6 +133,16 @@ func (x *subIndex) keys(users []string, pairs []materialize.Pair) []string {
 // candidates returns the submissions a read of users and pairs may match,
 // in insertion order. The caller holds s.mu.
 func (s *Store) candidates(users []string, pairs []materialize.Pair) []bson.Raw {
+	keys := s.subIndex().keys(users, pairs)
+	out := make([]bson.Raw, len(keys))
+	for i, k := range keys {
+		out[i] = s.colls[materialize.CollSubmission][k]
+	}
+	return out
+}
+
+// subIndex returns s.subs, built first if need be. The caller holds s.mu.
+func (s *Store) subIndex() *subIndex {
 	if s.subs == nil {
 		// Built at the first read that needs it, in insertion order (the
 		// sequence put would have given), and kept from then on: a store
@@ -135,19 +153,5 @@ func (s *Store) candidates(users []string, pairs []materialize.Pair) []bson.Raw 
 			s.subs.put(k, coll[k])
 		}
 	}
-	keys := s.subs.keys(users, pairs)
-	out := make([]bson.Raw, len(keys))
-	for i, k := range keys {
-		out[i] = s.colls[materialize.CollSubmission][k]
-	}
-	return out
-}
-
-// UserSubmissions returns every submission whose user (decoded, or the
-// string of an undecodable one's user element) is one of users, in
-// insertion order: what a query on the user index returns.
-func (s *Store) UserSubmissions(users []string) []bson.Raw {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.candidates(users, nil)
+	return s.subs
 }

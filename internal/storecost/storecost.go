@@ -70,10 +70,14 @@ type Counts struct {
 	Events       int64 // change events received
 	EventBytes   int64 // their BSON bytes (counted in BytesRead too)
 	// Examined is what the server touches to answer: documents it reads
-	// (index entries not counted) and their stored BSON bytes, and for
-	// writes the stored size of each document it rewrites.
+	// and their stored BSON bytes, and for writes the stored size of each
+	// document it rewrites; for the reads the covering submission index
+	// answers, its entries (ExaminedKeys) and their stored bytes
+	// (memstore.IndexScan), in ExaminedBytes too. Other index entries
+	// (a lookup by _id, a homework's) are not counted.
 	ExaminedDocs  int64
 	ExaminedBytes int64
+	ExaminedKeys  int64
 	// Inner is the time spent in the in-memory store itself (the stand-in
 	// for the server's work, which the model does not charge).
 	Inner time.Duration
@@ -99,7 +103,7 @@ func (c Counts) Sub(d Counts) Counts {
 		DocsRead: c.DocsRead - d.DocsRead, BytesRead: c.BytesRead - d.BytesRead,
 		DocsWritten: c.DocsWritten - d.DocsWritten, BytesWritten: c.BytesWritten - d.BytesWritten,
 		Events: c.Events - d.Events, EventBytes: c.EventBytes - d.EventBytes,
-		ExaminedDocs: c.ExaminedDocs - d.ExaminedDocs, ExaminedBytes: c.ExaminedBytes - d.ExaminedBytes,
+		ExaminedDocs: c.ExaminedDocs - d.ExaminedDocs, ExaminedBytes: c.ExaminedBytes - d.ExaminedBytes, ExaminedKeys: c.ExaminedKeys - d.ExaminedKeys,
 		Inner: c.Inner - d.Inner, Model: c.Model - d.Model, Slept: c.Slept - d.Slept, CPU: c.CPU - d.CPU,
 		ByCall: subMap(c.ByCall, d.ByCall),
 	}
@@ -180,6 +184,7 @@ type call struct {
 	read                   bool
 	rt, docs, bytes        int64
 	examDocs, examBytes    int64
+	examKeys               int64
 	events, eventBytes     int64
 	inner                  time.Duration
 	writesDocs, writeBytes int64
@@ -236,6 +241,7 @@ func (s *Store) charge(c call) {
 	s.c.EventBytes += c.eventBytes
 	s.c.ExaminedDocs += c.examDocs
 	s.c.ExaminedBytes += c.examBytes
+	s.c.ExaminedKeys += c.examKeys
 	s.c.Inner += c.inner
 	s.c.Model += d
 	s.owed += d
@@ -314,7 +320,10 @@ func project(raw bson.Raw, fields ...string) bson.D {
 
 var submissionFields = []string{"user", "problem", "languageType", "timestamp", "status", "score"}
 
-func (s *Store) submissionsCost(subs []materialize.Submission, chunks int) call {
+// submissionsCost is the transfer of subs, the submissions a read
+// returned, projected; the server examines each one's document, as a
+// read by _id does (no round trips).
+func (s *Store) submissionsCost(subs []materialize.Submission) call {
 	c := call{read: true}
 	for i := range subs {
 		raw := s.inner.Get(materialize.CollSubmission, subs[i].ID)
@@ -323,7 +332,31 @@ func (s *Store) submissionsCost(subs []materialize.Submission, chunks int) call 
 		c.examDocs++
 		c.examBytes += int64(len(raw))
 	}
-	c.rt = readRoundTrips(chunks, c.docs, c.bytes)
+	return c
+}
+
+// indexCost is what the server examines to read the submissions of users
+// and pairs on the covering index (memstore.ScanIndex): its entries, and
+// documents only when the index cannot cover the read.
+func (s *Store) indexCost(users []string, pairs []materialize.Pair) call {
+	x := s.inner.ScanIndex(users, pairs)
+	c := call{read: true, examKeys: x.Keys, examBytes: x.KeyBytes}
+	for _, raw := range x.Fetched {
+		c.examDocs++
+		c.examBytes += int64(len(raw))
+	}
+	return c
+}
+
+// coveredSubmissionsCost is the transfer of subs, returned by a read of
+// users' and pairs' submissions, and what that read examines on the
+// covering index (no round trips).
+func (s *Store) coveredSubmissionsCost(users []string, pairs []materialize.Pair, subs []materialize.Submission) call {
+	c := s.indexCost(users, pairs)
+	for i := range subs {
+		c.docs++
+		c.bytes += size(project(s.inner.Get(materialize.CollSubmission, subs[i].ID), submissionFields...))
+	}
 	return c
 }
 
@@ -333,7 +366,8 @@ func (s *Store) Submissions(ctx context.Context, users []string, pairs []materia
 	defer s.cpuSpan()()
 	t := time.Now()
 	subs, bad, err := s.inner.Submissions(ctx, users, pairs)
-	c := s.submissionsCost(subs, chunksOf(len(users)+len(pairs)))
+	c := s.coveredSubmissionsCost(users, pairs, subs)
+	c.rt = readRoundTrips(chunksOf(len(users)+len(pairs)), c.docs, c.bytes)
 	c.inner = time.Since(t)
 	s.charge(c)
 	return subs, bad, err
@@ -342,7 +376,7 @@ func (s *Store) Submissions(ctx context.Context, users []string, pairs []materia
 // UserStats implements watch.Source (the adapter's userStatsPipeline:
 // one small document per user, {_id, n, ac, other: [], order: [AC problem
 // ids]}, as for users whose submissions all have Back-End's types; the
-// server examines every submission of the user).
+// server examines every entry of the user on the covering index).
 func (s *Store) UserStats(ctx context.Context, users []string) (map[string]materialize.UserStats, []*materialize.DecodeError, error) {
 	defer s.cpuSpan()()
 	t := time.Now()
@@ -357,7 +391,7 @@ func (s *Store) UserStats(ctx context.Context, users []string) (map[string]mater
 // userStatsCost is the transfer and examination of UserStats(users)
 // returning out (no round trips).
 func (s *Store) userStatsCost(users []string, out map[string]materialize.UserStats) call {
-	c := call{read: true}
+	c := s.indexCost(users, nil)
 	for u, st := range out {
 		if st.Submission == 0 && len(st.ACProblemIDs) == 0 {
 			continue // no submission of the user: no group, no document
@@ -369,16 +403,6 @@ func (s *Store) userStatsCost(users []string, out map[string]materialize.UserSta
 		c.docs++
 		c.bytes += size(bson.D{{Key: "_id", Value: u}, {Key: "n", Value: int32(st.Submission)}, {Key: "ac", Value: int32(st.ACSubmission)}, {Key: "other", Value: bson.A{}}, {Key: "order", Value: order}})
 	}
-	want := make(map[string]bool, len(users))
-	for _, u := range users {
-		want[u] = true
-	}
-	for _, raw := range s.inner.UserSubmissions(users) {
-		if u, ok := raw.Lookup("user").StringValueOK(); ok && want[u] {
-			c.examDocs++
-			c.examBytes += int64(len(raw))
-		}
-	}
 	return c
 }
 
@@ -387,7 +411,8 @@ func (s *Store) SubmissionsByID(ctx context.Context, ids []bson.ObjectID) ([]mat
 	defer s.cpuSpan()()
 	t := time.Now()
 	subs, bad, err := s.inner.SubmissionsByID(ctx, ids)
-	c := s.submissionsCost(subs, chunksOf(len(ids)))
+	c := s.submissionsCost(subs)
+	c.rt = readRoundTrips(chunksOf(len(ids)), c.docs, c.bytes)
 	c.inner = time.Since(t)
 	s.charge(c)
 	return subs, bad, err
@@ -1000,9 +1025,10 @@ func (s *Store) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResult, er
 		c.bytes += pc.bytes + pc.docs*wrapBytes(part)
 		c.examDocs += pc.examDocs
 		c.examBytes += pc.examBytes
+		c.examKeys += pc.examKeys
 	}
 	if len(r.Pairs) > 0 {
-		add(partSubmissions, s.submissionsCost(res.Submissions, 1))
+		add(partSubmissions, s.coveredSubmissionsCost(nil, r.Pairs, res.Submissions))
 	}
 	if len(r.Users) > 0 {
 		add(partUserStats, s.userStatsCost(r.Users, res.Stats))

@@ -234,3 +234,38 @@ func TestGetMorePerDrainedReply(t *testing.T) {
 		t.Errorf("then a backlog of 7: %d round trips in all, want 4", got)
 	}
 }
+
+// TestReadExaminesNoSubmission: the reads of a landing (the pairs'
+// submissions, the users' counts) examine the covering index's entries,
+// not the submissions: the server examines only the users, problems and
+// homeworks, and the same bytes however large the submissions (Back-End
+// stores every case's result in them).
+func TestReadExaminesNoSubmission(t *testing.T) {
+	ctx := context.Background()
+	examined := func(big bool) Counts {
+		st, r := readWorld(t, 3)
+		if big {
+			for _, raw := range st.Collection(materialize.CollSubmission) {
+				var d bson.D
+				must(t, bson.Unmarshal(raw, &d))
+				d = append(d, bson.E{Key: "tasks", Value: bson.A{bson.D{{Key: "cases", Value: bson.A{string(make([]byte, 4096))}}}}})
+				b, err := bson.Marshal(d)
+				must(t, err)
+				must(t, st.Load(materialize.CollSubmission, b))
+			}
+		}
+		s := New(st, Model{})
+		_, err := s.Read(ctx, r)
+		must(t, err)
+		return s.Counts()
+	}
+	small, big := examined(false), examined(true)
+	// 3 users, 3 problems and 2 homeworks; u0's 3 submissions are 3
+	// entries for the pairs and 3 for u0's counts.
+	if small.ExaminedDocs != 8 || small.ExaminedKeys != 6 {
+		t.Errorf("Read examined %d documents, %d index entries; want 8 (no submission), 6", small.ExaminedDocs, small.ExaminedKeys)
+	}
+	if big.ExaminedBytes != small.ExaminedBytes {
+		t.Errorf("Read examined %d bytes with 4 KiB more per submission, %d without; want the same", big.ExaminedBytes, small.ExaminedBytes)
+	}
+}
