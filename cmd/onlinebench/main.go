@@ -8,7 +8,7 @@
 // written, and the staleness from the submission's change event to the
 // acknowledged derived write, next to the Back-End's own finish_judging on
 // the same workload (contrib/normal-oj-backend/costbench.py when its
-// Python dependencies are present), and whether the issue's targets are
+// Python dependencies are present), and whether the targets (docs/benchmarks.md) are
 // met.
 //
 //	onlinebench [--rtt 1ms] [--per-byte 8ns] [--rates 10,100,1000] [--history 10,100,1000,10000] [--classes 20,80,400] [--backend FILE]
@@ -82,7 +82,7 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&o.historyStudents, "history-students", 20, "students of the history rows")
 	fs.StringVar(&classes, "classes", "20,80,400", "class sizes for the class rows (100 earlier submissions each, all to the homework)")
 	fs.IntVar(&o.closedLandings, "closed-landings", 30, "landings of each growth row (one at a time)")
-	fs.StringVar(&o.backend, "backend", "", "JSON figures of the Back-End's finish_judging (contrib/normal-oj-backend/costbench.py); empty: the issue's anchor figures")
+	fs.StringVar(&o.backend, "backend", "", "JSON figures of the Back-End's finish_judging (contrib/normal-oj-backend/costbench.py); empty: the recorded anchor figures")
 	fs.StringVar(&o.jsonOut, "json", "", "write the rows as JSON to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -459,10 +459,10 @@ type backend struct {
 	EarlierPerSt int     `json:"earlier_per_student"`
 }
 
-// anchor is issue 19's measurement of the unpatched finish_judging (one
+// anchor is a recorded measurement of the unpatched finish_judging (one
 // course of 80 students, one homework of 5 problems, 100 earlier
 // submissions per student, 200 landings around the deadline).
-var anchor = backend{Source: "issue 19's measurement (not run here)", Calls: 9.4, Writes: 3.4, DocsRead: 5, KiBRead: 288, KiBWritten: 0.94, HomeworkKB: 297, Landings: 200, Students: 80, EarlierPerSt: 100}
+var anchor = backend{Source: "recorded measurement (not run here)", Calls: 9.4, Writes: 3.4, DocsRead: 5, KiBRead: 288, KiBWritten: 0.94, HomeworkKB: 297, Landings: 200, Students: 80, EarlierPerSt: 100}
 
 func backendFigures(path string) (backend, error) {
 	if path == "" {

@@ -1,5 +1,5 @@
-'''What the Back-End's own finish_judging costs MongoDB per landing
-(issue 19), run inside an UNPATCHED Back-End checkout (the current
+'''What the Back-End's own finish_judging costs MongoDB per landing,
+run inside an UNPATCHED Back-End checkout (the current
 directory) over mongomock, with Normal-OJ's real code.
 
 Workload (the same as cmd/onlinebench's anchor rows): one course of
