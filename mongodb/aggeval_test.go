@@ -190,6 +190,23 @@ func compare(a, b any) (int, bool) {
 		}
 		return 0, true
 	}
+	if x, ok := a.(bson.A); ok {
+		// Arrays element by element (equality is what the tests need:
+		// equal lengths and elements equal by value).
+		y := b.(bson.A)
+		for i := 0; i < len(x) && i < len(y); i++ {
+			if c, ok := compare(x[i], y[i]); !ok || c != 0 {
+				return c, ok
+			}
+		}
+		switch {
+		case len(x) < len(y):
+			return -1, true
+		case len(x) > len(y):
+			return 1, true
+		}
+		return 0, true
+	}
 	ab, _ := bson.Marshal(bson.D{{Key: "v", Value: a}})
 	bb, _ := bson.Marshal(bson.D{{Key: "v", Value: b}})
 	return bytes.Compare(ab, bb), true
@@ -621,7 +638,7 @@ func match(doc bson.D, filter bson.D) bool {
 		v := queryPath(doc, el.Key)
 		ops, isOps := el.Value.(bson.D)
 		if !isOps || len(ops) == 0 || !strings.HasPrefix(ops[0].Key, "$") {
-			if !equal(v, el.Value) {
+			if !matchesEqual(v, el.Value) {
 				return false
 			}
 			continue
@@ -664,6 +681,23 @@ func match(doc bson.D, filter bson.D) bool {
 		}
 	}
 	return true
+}
+
+// matchesEqual is a query's equality {f: want} on the value v of f: v
+// equals want, or v is an array with an element equal to want (one level:
+// an array of arrays is not flattened).
+func matchesEqual(v, want any) bool {
+	if equal(v, want) {
+		return true
+	}
+	if arr, ok := v.(bson.A); ok {
+		for _, el := range arr {
+			if equal(el, want) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // setPath sets a dotted path in doc like the $set update operator:
@@ -831,7 +865,10 @@ func applyUpdate(doc bson.D, update any) bson.D {
 					for _, x := range each {
 						dup := false
 						for _, y := range cur {
-							if bytes.Equal(rawOf(bson.D{{Key: "v", Value: x}}), rawOf(bson.D{{Key: "v", Value: y}})) {
+							// By value, as the server compares:
+							// {u, p: 5} and {u, p: NumberLong(5)} are one
+							// element.
+							if equal(x, y) {
 								dup = true
 							}
 						}

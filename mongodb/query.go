@@ -290,8 +290,13 @@ func entryWriteByPipeline(w watch.EntryWrite) (filter bson.D, update bson.A) {
 	return filter, update
 }
 
-// keyPair is a pair as the key index stores it: {u: user, p: problem}
-// (p always int64, so $addToSet sees equal pairs as equal).
+// keyPair is a pair as the key index stores it: {u: user, p: problem}.
+// p is the Pair's int64, which the driver encodes as a long whatever the
+// submission stored (Back-End writes an int, other writers a long or a
+// double), so every record spells a problem one way; decodePairs reads any
+// number type. Deduplication does not depend on it: the server's $addToSet
+// compares by value, so {u, p: 5} and {u, p: NumberLong(5)} are one
+// element.
 func keyPair(p materialize.Pair) bson.D {
 	return bson.D{{Key: "u", Value: p.User}, {Key: "p", Value: p.Problem}}
 }

@@ -499,7 +499,7 @@ func TestRecordKeysWrite(t *testing.T) {
 		t.Errorf("update %s\nwant %s", got, want)
 	}
 	if _, ok := u[0].Value.(bson.D)[0].Value.(bson.D)[0].Value.(bson.A)[0].(bson.D)[1].Value.(int64); !ok {
-		t.Error("pair problem is not an int64: $addToSet would see 1 and int64(1) as different")
+		t.Error("pair problem is not an int64: records would spell a problem as the submission stored it")
 	}
 	// Upsert twice with overlapping pairs: each pair recorded once, and the
 	// record decodes back.

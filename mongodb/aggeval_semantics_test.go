@@ -1,0 +1,73 @@
+package mongodb
+
+import (
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// The evaluator's own semantics where the server's differ from a naive
+// reading: these are the places an evaluator bug would make every test
+// built on it agree with a misreading (make test-mql checks the same
+// against mingo).
+
+// TestEvaluatorAddToSetByValue: $addToSet adds an element only when no
+// element of the array equals it by the server's BSON comparison: numbers
+// by value whatever their type (5, NumberLong(5) and 5.0 are one value),
+// documents field by field in order ({u, p} and {p, u} differ).
+func TestEvaluatorAddToSetByValue(t *testing.T) {
+	pair := func(u string, p any) bson.D { return bson.D{{Key: "u", Value: u}, {Key: "p", Value: p}} }
+	cases := []struct {
+		name   string
+		stored bson.A
+		each   bson.A
+		want   int // elements after the update
+	}{
+		{"int32 then int64", bson.A{pair("a", int32(5))}, bson.A{pair("a", int64(5))}, 1},
+		{"int64 then double", bson.A{pair("a", int64(5))}, bson.A{pair("a", 5.0)}, 1},
+		{"both in one $each", bson.A{}, bson.A{pair("a", int32(5)), pair("a", int64(5))}, 1},
+		{"other value", bson.A{pair("a", int32(5))}, bson.A{pair("a", int64(6))}, 2},
+		{"field order differs", bson.A{pair("a", int32(5))}, bson.A{bson.D{{Key: "p", Value: int32(5)}, {Key: "u", Value: "a"}}}, 2},
+		{"arrays by value", bson.A{bson.A{int32(1), "x"}}, bson.A{bson.A{int64(1), "x"}}, 1},
+		{"array of other length", bson.A{bson.A{int32(1)}}, bson.A{bson.A{int32(1), int32(2)}}, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			doc := bson.D{{Key: "_id", Value: int32(1)}, {Key: "pairs", Value: c.stored}}
+			upd := bson.D{{Key: "$addToSet", Value: bson.D{{Key: "pairs", Value: bson.D{{Key: "$each", Value: c.each}}}}}}
+			got, _ := lookupD(applyUpdate(doc, norm(upd)), "pairs").(bson.A)
+			if len(got) != c.want {
+				t.Errorf("pairs %v: %d elements, want %d", got, len(got), c.want)
+			}
+		})
+	}
+}
+
+// TestEvaluatorMatchEqualityInArrays: a query's equality {f: v} matches a
+// document whose f is v, or an array with an element equal to v, or (v
+// an array) an array equal to v.
+func TestEvaluatorMatchEqualityInArrays(t *testing.T) {
+	cases := []struct {
+		name   string
+		doc    bson.D
+		filter bson.D
+		want   bool
+	}{
+		{"scalar", bson.D{{Key: "user", Value: "b"}}, bson.D{{Key: "user", Value: "b"}}, true},
+		{"element of an array", bson.D{{Key: "user", Value: bson.A{"a", "b"}}}, bson.D{{Key: "user", Value: "b"}}, true},
+		{"no element equal", bson.D{{Key: "user", Value: bson.A{"a", "c"}}}, bson.D{{Key: "user", Value: "b"}}, false},
+		{"array equal to the array", bson.D{{Key: "user", Value: bson.A{"b"}}}, bson.D{{Key: "user", Value: bson.A{"b"}}}, true},
+		{"array element equal to the array", bson.D{{Key: "user", Value: bson.A{bson.A{"b"}}}}, bson.D{{Key: "user", Value: bson.A{"b"}}}, true},
+		{"number by value in an array", bson.D{{Key: "problem", Value: bson.A{int64(7)}}}, bson.D{{Key: "problem", Value: int32(7)}}, true},
+		{"nested arrays are not flattened", bson.D{{Key: "user", Value: bson.A{bson.A{"b"}}}}, bson.D{{Key: "user", Value: "b"}}, false},
+		{"pair with an array user", bson.D{{Key: "user", Value: bson.A{"b"}}, {Key: "problem", Value: int32(7)}},
+			bson.D{{Key: "user", Value: "b"}, {Key: "problem", Value: int64(7)}}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := match(norm(c.doc).(bson.D), norm(c.filter).(bson.D)); got != c.want {
+				t.Errorf("match(%v, %v) = %v, want %v", c.doc, c.filter, got, c.want)
+			}
+		})
+	}
+}
