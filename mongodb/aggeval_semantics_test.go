@@ -71,3 +71,24 @@ func TestEvaluatorMatchEqualityInArrays(t *testing.T) {
 		})
 	}
 }
+
+// TestEvaluatorAddNumberTypes: $add of ints is an int while it fits, a
+// long with a long, a double with a double (a lease epoch another writer
+// stored as 3.0 makes acquireWrite's next epoch 4.0).
+func TestEvaluatorAddNumberTypes(t *testing.T) {
+	cases := []struct {
+		args bson.A
+		want any
+	}{
+		{bson.A{int32(1), int32(2)}, int32(3)},
+		{bson.A{int32(1), int64(2)}, int64(3)},
+		{bson.A{float64(3), int64(1)}, float64(4)},
+		{bson.A{int32(1), float64(0.5)}, float64(1.5)},
+	}
+	for _, c := range cases {
+		got := evaluator{}.eval(bson.D{{Key: "$add", Value: c.args}})
+		if got != c.want {
+			t.Errorf("$add %v = %v (%T), want %v (%T)", c.args, got, got, c.want, c.want)
+		}
+	}
+}

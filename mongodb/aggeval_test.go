@@ -11,7 +11,8 @@ package mongodb
 // $each, pipeline $set/$project/$match/$group/$sort/$replaceWith, and
 // $unionWith over a map of collections) and fails loudly on anything else.
 // It is a test oracle, not an emulator: the integration tests run the
-// same builders against a real server.
+// same builders against a real server, and make test-mql runs them with
+// mingo, an independent implementation (mql_test.go).
 
 import (
 	"bytes"
@@ -416,7 +417,8 @@ func (e evaluator) op(name string, arg any) any {
 		return e.eval(a[1])
 	case "$add":
 		var sum int64
-		long, date := false, false
+		var fsum float64
+		long, double, date := false, false, false
 		for _, x := range arg.(bson.A) {
 			switch n := e.eval(x).(type) {
 			case int32:
@@ -424,6 +426,9 @@ func (e evaluator) op(name string, arg any) any {
 			case int64:
 				sum += n
 				long = true
+			case float64: // a double makes the sum a double
+				fsum += n
+				double = true
 			case bson.DateTime: // a date plus milliseconds is a date (at most one date)
 				if date {
 					panic("$add of two dates")
@@ -435,7 +440,13 @@ func (e evaluator) op(name string, arg any) any {
 			}
 		}
 		if date {
+			if double {
+				panic("$add of a date and a double: not supported")
+			}
 			return bson.DateTime(sum)
+		}
+		if double {
+			return float64(sum) + fsum
 		}
 		if long || sum > math.MaxInt32 || sum < math.MinInt32 {
 			return sum

@@ -79,6 +79,12 @@ func inValues[T any](vals []T) bson.D { return bson.D{{Key: "$in", Value: vals}}
 // Problems, SubmissionsByID).
 func idIn[T any](ids []T) bson.D { return bson.D{{Key: "_id", Value: inValues(ids)}} }
 
+// problemsListingFilter is the filter of ProblemsListing: the problems
+// whose homeworks array holds one of ids.
+func problemsListingFilter(ids []bson.ObjectID) bson.D {
+	return bson.D{{Key: "homeworks", Value: inValues(ids)}}
+}
+
 // findStages is a find's filter and projection as the pipeline stages
 // [{$match: filter}, {$project: projection}], for Read's sub-pipelines:
 // $match takes the query language of find's filter, and since MongoDB 4.4
