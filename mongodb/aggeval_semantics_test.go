@@ -1,6 +1,7 @@
 package mongodb
 
 import (
+	"fmt"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -89,6 +90,36 @@ func TestEvaluatorAddNumberTypes(t *testing.T) {
 		got := evaluator{}.eval(bson.D{{Key: "$add", Value: c.args}})
 		if got != c.want {
 			t.Errorf("$add %v = %v (%T), want %v (%T)", c.args, got, got, c.want, c.want)
+		}
+	}
+}
+
+// TestEvaluatorSortArrayKeys: $sort (and a find's sort) orders a document
+// whose key is an array by the array's smallest element ascending, its
+// largest descending; an empty array sorts before null and missing.
+func TestEvaluatorSortArrayKeys(t *testing.T) {
+	docs := []bson.D{
+		{{Key: "_id", Value: int32(1)}, {Key: "user", Value: "b"}},
+		{{Key: "_id", Value: int32(2)}, {Key: "user", Value: bson.A{"a"}}},
+		{{Key: "_id", Value: int32(3)}, {Key: "user", Value: bson.A{"c", "$e"}}},
+		{{Key: "_id", Value: int32(4)}, {Key: "user", Value: bson.A{}}},
+		{{Key: "_id", Value: int32(5)}, {Key: "user", Value: nil}},
+		{{Key: "_id", Value: int32(6)}},
+	}
+	for _, c := range []struct {
+		dir  int32
+		want []int32
+	}{
+		{1, []int32{4, 5, 6, 3, 2, 1}},  // [], null, missing, "$e", "a", "b"
+		{-1, []int32{3, 1, 2, 5, 6, 4}}, // "c", "b", "a", null, missing, []
+	} {
+		sorted := sortDocs(docs, bson.D{{Key: "user", Value: c.dir}})
+		var got []int32
+		for _, d := range sorted {
+			got = append(got, lookupD(d, "_id").(int32))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("sort by user %d: _ids %v, want %v", c.dir, got, c.want)
 		}
 	}
 }

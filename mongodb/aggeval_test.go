@@ -1078,18 +1078,19 @@ func typeRank(v any) int {
 }
 
 // sortDocs runs a $sort stage (stable, ascending or descending per key).
+// An array sort key is its smallest element ascending, its largest
+// descending; an empty array sorts before null and missing.
 func sortDocs(docs []bson.D, spec bson.D) []bson.D {
 	out := append([]bson.D(nil), docs...)
 	sort.SliceStable(out, func(i, j int) bool {
 		for _, k := range spec {
-			a, b := queryPath(out[i], k.Key), queryPath(out[j], k.Key)
-			c := 0
-			if ra, rb := typeRank(a), typeRank(b); ra != rb {
-				c = ra - rb
-			} else if x, ok := compare(a, b); ok {
-				c = x
-			}
+			desc := false
 			if n, _ := number(k.Value); n < 0 {
+				desc = true
+			}
+			a, b := sortKey(queryPath(out[i], k.Key), desc), sortKey(queryPath(out[j], k.Key), desc)
+			c := sortCompare(a, b)
+			if desc {
 				c = -c
 			}
 			if c != 0 {
@@ -1099,4 +1100,44 @@ func sortDocs(docs []bson.D, spec bson.D) []bson.D {
 		return false
 	})
 	return out
+}
+
+// emptyArray is the sort key of [].
+type emptyArray struct{}
+
+// sortKey is the value v sorts by: an array's smallest element (largest
+// when desc), emptyArray for [].
+func sortKey(v any, desc bool) any {
+	arr, ok := v.(bson.A)
+	if !ok {
+		return v
+	}
+	if len(arr) == 0 {
+		return emptyArray{}
+	}
+	key := arr[0]
+	for _, el := range arr[1:] {
+		if c := sortCompare(el, key); desc && c > 0 || !desc && c < 0 {
+			key = el
+		}
+	}
+	return key
+}
+
+// sortCompare orders two sort keys: by typeRank, then by value.
+func sortCompare(a, b any) int {
+	if _, ok := a.(emptyArray); ok {
+		if _, ok := b.(emptyArray); ok {
+			return 0
+		}
+		return -1
+	}
+	if _, ok := b.(emptyArray); ok {
+		return 1
+	}
+	if ra, rb := typeRank(a), typeRank(b); ra != rb {
+		return ra - rb
+	}
+	c, _ := compare(a, b)
+	return c
 }

@@ -86,6 +86,7 @@ type mqlCase struct {
 	stages  bson.A
 	filter  bson.D
 	proj    bson.D
+	sort    bson.D // a find's
 	update  any
 	upsert  bool
 	now     time.Time
@@ -131,6 +132,9 @@ func (c *mqlCase) doc() bson.D {
 	if c.proj != nil {
 		d = append(d, bson.E{Key: "projection", Value: c.proj})
 	}
+	if c.sort != nil {
+		d = append(d, bson.E{Key: "sort", Value: c.sort})
+	}
 	if c.update != nil {
 		d = append(d, bson.E{Key: "update", Value: c.update}, bson.E{Key: "upsert", Value: c.upsert},
 			bson.E{Key: "now", Value: bson.NewDateTimeFromTime(c.now)})
@@ -170,8 +174,11 @@ func (c *mqlCase) runOurs() (res mqlResult) {
 		return mqlResult{docs: runPipelineIn(colls, docs, norm(c.stages).(bson.A))}
 	case "find":
 		stages := bson.A{bson.D{{Key: "$match", Value: c.filter}}}
+		if c.sort != nil {
+			stages = append(stages, bson.D{{Key: "$sort", Value: c.sort}})
+		}
 		if c.proj != nil {
-			stages = findStages(c.filter, c.proj)
+			stages = append(stages, bson.D{{Key: "$project", Value: c.proj}})
 		}
 		return mqlResult{docs: runPipeline(docs, norm(stages).(bson.A))}
 	case "update":

@@ -7,8 +7,9 @@
 //   node harness.js cases.jsonl results.jsonl
 //
 // A case is {name, kind: "aggregate" | "find" | "update", docs: [...],
-// colls: {name: [...]}, pipeline, filter, projection, update, upsert,
-// now}; a result {name, docs: [...], matched, dupKey} or {name, error}.
+// colls: {name: [...]}, pipeline, filter, projection, sort, update,
+// upsert, now}; a result {name, docs: [...], matched, dupKey} or {name,
+// error}.
 //
 // The adapter: where mingo lacks something the server has, and only there.
 //  - Numbers. mingo has one number type; the server has int, long and
@@ -236,14 +237,26 @@ function typeRank(v) {
   throw new Error("no canonical type for " + String(v));
 }
 
-// $sort with bsonCompare (stable, as mingo's).
+// sortCompare is bsonCompare for two documents, else mingo's compare,
+// with a missing value equal to null as the server sorts it (mingo puts
+// missing first).
+function sortCompare(a, b) {
+  if (a === undefined) a = null;
+  if (b === undefined) b = null;
+  return isPlainObject(a) && isPlainObject(b) ? bsonCompare(a, b) : Math.sign(compare(a, b));
+}
+
+// $sort comparing the whole sort key, each field by sortCompare (stable,
+// as mingo's). mingo sorts by one field at a time, grouping the documents
+// by that field's value, so documents whose values differ but compare
+// equal (["b"] and "b") are never interleaved by the next field.
 function sortStage(coll, sortKeys, options) {
   const keys = Object.keys(sortKeys);
   return coll.transform((xs) => {
     const out = xs.slice();
     out.sort((x, y) => {
       for (const k of keys) {
-        const c = bsonCompare(resolve(x, k), resolve(y, k)) * (sortKeys[k] < 0 ? -1 : 1);
+        const c = sortCompare(resolve(x, k), resolve(y, k)) * (sortKeys[k] < 0 ? -1 : 1);
         if (c !== 0) return c;
       }
       return 0;
@@ -258,7 +271,7 @@ function minAccumulator(coll, expr, options) {
   for (const root of coll) {
     const v = evalExpr(root, expr, options.constructor.init(options).update({ root }));
     if (v === undefined || v === null) continue;
-    if (min === null || bsonCompare(v, min) < 0) min = v;
+    if (min === null || sortCompare(v, min) < 0) min = v;
   }
   return min;
 }
@@ -377,8 +390,13 @@ function run(c) {
   switch (c.kind) {
     case "aggregate":
       return { docs: new Aggregator(c.pipeline, options).run(docs) };
-    case "find":
-      return { docs: new Query(c.filter, options).find(docs, c.projection).all() };
+    case "find": {
+      if (!c.sort) return { docs: new Query(c.filter, options).find(docs, c.projection).all() };
+      // filter, sort (the adapter's), then project
+      const matched = new Query(c.filter, options).find(docs).all();
+      const sorted = sortStage(Lazy(matched), c.sort, options).collect();
+      return { docs: new Query({}, options).find(sorted, c.projection).all() };
+    }
     case "update": {
       const filter = bindNow(c.filter, c.now);
       const update = bindNow(c.update, c.now);
