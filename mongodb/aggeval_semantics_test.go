@@ -123,3 +123,65 @@ func TestEvaluatorSortArrayKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestEvaluatorQueryPathsThroughArrays: a query path reaches every value
+// through arrays (each element for a field name, the element at an index
+// for a number), and a condition holds when it holds for one of them;
+// {f: {$type: t}} also matches an array holding an element of type t.
+func TestEvaluatorQueryPathsThroughArrays(t *testing.T) {
+	doc := bson.D{{Key: "ss", Value: bson.A{bson.D{{Key: "b", Value: bson.D{{Key: "1", Value: int32(5)}}}}, int32(7)}}}
+	cases := []struct {
+		filter bson.D
+		want   bool
+	}{
+		{bson.D{{Key: "ss.b.1", Value: bson.D{{Key: "$exists", Value: true}}}}, true},
+		{bson.D{{Key: "ss.b.2", Value: bson.D{{Key: "$exists", Value: true}}}}, false},
+		{bson.D{{Key: "ss.0.b.1", Value: bson.D{{Key: "$exists", Value: true}}}}, true},
+		{bson.D{{Key: "ss.b.1", Value: int64(5)}}, true},
+		{bson.D{{Key: "ss.b.1", Value: bson.D{{Key: "$in", Value: bson.A{int32(4), int32(5)}}}}}, true},
+		{bson.D{{Key: "ss", Value: bson.D{{Key: "$type", Value: "object"}}}}, true},
+		{bson.D{{Key: "ss", Value: bson.D{{Key: "$type", Value: "array"}}}}, true},
+		{bson.D{{Key: "ss", Value: bson.D{{Key: "$type", Value: "string"}}}}, false},
+		{bson.D{{Key: "ss.b", Value: bson.D{{Key: "$type", Value: "object"}}}}, true},
+		{bson.D{{Key: "ss.c", Value: bson.D{{Key: "$exists", Value: false}}}}, true},
+	}
+	for _, c := range cases {
+		if got := match(norm(doc).(bson.D), norm(c.filter).(bson.D)); got != c.want {
+			t.Errorf("match(%v) = %v, want %v", c.filter, got, c.want)
+		}
+	}
+}
+
+// TestEvaluatorCompareAcrossTypes: the aggregation comparisons $lte and
+// $gt order values of different types by the BSON comparison order
+// (missing and null, numbers, strings, documents, arrays, ObjectIds,
+// booleans, dates), where a query's $lte matches only its own type.
+func TestEvaluatorCompareAcrossTypes(t *testing.T) {
+	date := bson.DateTime(1000)
+	cases := []struct {
+		op   string
+		a, b any
+		want bool
+	}{
+		{"$lte", "$missing", date, true},
+		{"$lte", nil, date, true},
+		{"$lte", "x", date, true},
+		{"$lte", date, "x", false},
+		{"$lte", int32(5), "x", true},
+		{"$gt", date, "x", true},
+		{"$gt", "x", int64(5), true},
+		{"$gt", bson.D{{Key: "a", Value: int32(1)}}, "x", true},
+		{"$gt", int32(5), int64(4), true},
+		{"$lte", int32(5), float64(5), true},
+	}
+	for _, c := range cases {
+		a := c.a
+		if s, ok := a.(string); !ok || s != "$missing" {
+			a = bson.D{{Key: "$literal", Value: a}}
+		}
+		got := evaluator{root: bson.D{}}.eval(norm(bson.D{{Key: c.op, Value: bson.A{a, bson.D{{Key: "$literal", Value: c.b}}}}}))
+		if got != c.want {
+			t.Errorf("%s [%v, %v] = %v, want %v", c.op, c.a, c.b, got, c.want)
+		}
+	}
+}

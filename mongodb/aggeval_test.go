@@ -213,6 +213,26 @@ func compare(a, b any) (int, bool) {
 	return bytes.Compare(ab, bb), true
 }
 
+// exprCompare orders a and b as the aggregation comparisons do: values of
+// different types by the BSON comparison order (typeRank; missing before
+// null), of one type by value.
+func exprCompare(a, b any) int {
+	rank := func(v any) int {
+		if v == missing {
+			return 0
+		}
+		return typeRank(v)
+	}
+	if ra, rb := rank(a), rank(b); ra != rb {
+		return ra - rb
+	}
+	c, ok := compare(a, b)
+	if !ok {
+		panic(fmt.Sprintf("exprCompare of %s and %s", typeName(a), typeName(b)))
+	}
+	return c
+}
+
 // stringOf returns the text of a string or a symbol.
 func stringOf(v any) (string, bool) {
 	switch x := v.(type) {
@@ -354,8 +374,7 @@ func (e evaluator) op(name string, arg any) any {
 		return equal(e.eval(a[0]), e.eval(a[1]))
 	case "$gt":
 		a := args(arg, 2)
-		c, ok := compare(e.eval(a[0]), e.eval(a[1]))
-		return ok && c > 0
+		return exprCompare(e.eval(a[0]), e.eval(a[1])) > 0
 	case "$type":
 		return typeName(e.eval(arg))
 	case "$and":
@@ -454,11 +473,7 @@ func (e evaluator) op(name string, arg any) any {
 		return int32(sum)
 	case "$lte":
 		a := args(arg, 2)
-		c, ok := compare(e.eval(a[0]), e.eval(a[1]))
-		if !ok { // different types: BSON order, where missing/null sort first
-			return typeName(e.eval(a[0])) == "missing" || typeName(e.eval(a[0])) == "null"
-		}
-		return c <= 0
+		return exprCompare(e.eval(a[0]), e.eval(a[1])) <= 0
 	case "$reduce":
 		spec := arg.(bson.D)
 		acc := e.eval(lookupD(spec, "initialValue"))
@@ -646,52 +661,105 @@ func match(doc bson.D, filter bson.D) bool {
 		if strings.HasPrefix(el.Key, "$") {
 			panic("unsupported query operator " + el.Key)
 		}
-		v := queryPath(doc, el.Key)
+		vals := queryValues(doc, strings.Split(el.Key, "."))
+		// anyVal reports whether f holds for one of the values the path
+		// reaches (for missing when it reaches none).
+		anyVal := func(f func(v any) bool) bool {
+			if len(vals) == 0 {
+				return f(missing)
+			}
+			for _, v := range vals {
+				if f(v) {
+					return true
+				}
+			}
+			return false
+		}
+		// orElement is f of v, or of an element of v when v is an array.
+		orElement := func(v any, f func(any) bool) bool {
+			if f(v) {
+				return true
+			}
+			if arr, ok := v.(bson.A); ok {
+				for _, y := range arr {
+					if f(y) {
+						return true
+					}
+				}
+			}
+			return false
+		}
 		ops, isOps := el.Value.(bson.D)
 		if !isOps || len(ops) == 0 || !strings.HasPrefix(ops[0].Key, "$") {
-			if !matchesEqual(v, el.Value) {
+			if !anyVal(func(v any) bool { return matchesEqual(v, el.Value) }) {
 				return false
 			}
 			continue
 		}
 		for _, op := range ops {
+			var ok bool
 			switch op.Key {
 			case "$exists":
-				if (v != missing) != op.Value.(bool) {
-					return false
-				}
+				ok = (len(vals) > 0) == op.Value.(bool)
 			case "$lte":
-				c, ok := compare(v, op.Value)
-				if !ok || c > 0 {
-					return false
-				}
+				ok = anyVal(func(v any) bool {
+					return orElement(v, func(y any) bool { c, ok := compare(y, op.Value); return ok && c <= 0 })
+				})
 			case "$type":
-				if typeName(v) != op.Value.(string) {
-					return false
-				}
+				// An array matches its own type, and any type one of its
+				// elements has.
+				t := op.Value.(string)
+				ok = anyVal(func(v any) bool {
+					return orElement(v, func(y any) bool { return typeName(y) == t })
+				})
 			case "$in":
-				found := false
-				for _, x := range op.Value.(bson.A) {
-					if equal(v, x) {
-						found = true
-					}
-					if arr, ok := v.(bson.A); ok {
-						for _, y := range arr {
-							if equal(y, x) {
-								found = true
-							}
+				ok = anyVal(func(v any) bool {
+					for _, x := range op.Value.(bson.A) {
+						if matchesEqual(v, x) {
+							return true
 						}
 					}
-				}
-				if !found {
 					return false
-				}
+				})
 			default:
 				panic("unsupported query operator " + op.Key)
+			}
+			if !ok {
+				return false
 			}
 		}
 	}
 	return true
+}
+
+// queryValues returns the values a query path reaches in v: through
+// documents, and through arrays both to the element a numeric component
+// indexes and into every element that is a document (the server's
+// implicit array traversal). A path that reaches nothing returns none.
+func queryValues(v any, path []string) []any {
+	if len(path) == 0 {
+		return []any{v}
+	}
+	switch x := v.(type) {
+	case bson.D:
+		f := lookupD(x, path[0])
+		if f == missing {
+			return nil
+		}
+		return queryValues(f, path[1:])
+	case bson.A:
+		var out []any
+		if i, err := strconv.Atoi(path[0]); err == nil && i >= 0 && i < len(x) {
+			out = append(out, queryValues(x[i], path[1:])...)
+		}
+		for _, el := range x {
+			if d, ok := el.(bson.D); ok {
+				out = append(out, queryValues(d, path)...)
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // matchesEqual is a query's equality {f: want} on the value v of f: v

@@ -323,6 +323,12 @@ func mqlDedupe(d bson.D) bson.D {
 // mqlReadDB is randomReadDB without repeated keys.
 func mqlReadDB(r *rand.Rand, users []string, hws []bson.ObjectID) evalDB {
 	db := randomReadDB(r, users, hws)
+	if r.IntN(3) == 0 { // studentStatus an array holding a document: a query's $type "object" passes it
+		db[materialize.CollHomework] = append(db[materialize.CollHomework], mqlHomework(r, bson.ObjectID{0x65, 4}))
+		odd := bson.D{{Key: "_id", Value: bson.ObjectID{0x65, 5}}, {Key: "studentStatus", Value: bson.A{
+			bson.D{{Key: users[0], Value: bson.D{{Key: "1", Value: bson.D{{Key: "score", Value: int32(1)}}}}}}}}}
+		db[materialize.CollHomework] = append(db[materialize.CollHomework], odd)
+	}
 	for coll, docs := range db {
 		for i, d := range docs {
 			docs[i] = mqlDedupe(d)
@@ -359,7 +365,7 @@ func mqlReadCases(t *testing.T) []mqlCase {
 				rd.Problems = append(rd.Problems, int64(id))
 			}
 		}
-		for _, id := range append(append([]bson.ObjectID{}, hws...), bson.ObjectID{0x65, 9}) {
+		for _, id := range append(append([]bson.ObjectID{}, hws...), bson.ObjectID{0x65, 4}, bson.ObjectID{0x65, 5}, bson.ObjectID{0x65, 9}) {
 			if r.IntN(2) == 0 {
 				rd.Homeworks = append(rd.Homeworks, id)
 			}
@@ -454,12 +460,14 @@ func mqlHomework(r *rand.Rand, id bson.ObjectID) bson.D {
 		}
 	}
 	d := bson.D{{Key: "_id", Value: id}, {Key: "homeworkName", Value: "h"}}
-	switch r.IntN(8) {
+	switch r.IntN(9) {
 	case 0:
 	case 1:
 		d = append(d, bson.E{Key: "studentStatus", Value: int32(5)})
 	case 2:
 		d = append(d, bson.E{Key: "studentStatus", Value: nil})
+	case 3: // a query path traverses it; an update path cannot
+		d = append(d, bson.E{Key: "studentStatus", Value: bson.A{ss}})
 	default:
 		d = append(d, bson.E{Key: "studentStatus", Value: ss})
 	}
@@ -566,7 +574,13 @@ func mqlLeaseCases() []mqlCase {
 		owners := []string{"a", "b", "$c"}
 		if r.IntN(5) != 0 {
 			d := bson.D{{Key: "_id", Value: stateID}}
-			if r.IntN(4) != 0 {
+			switch r.IntN(10) {
+			case 0:
+				d = append(d, bson.E{Key: fieldLease, Value: nil})
+			case 1:
+				d = append(d, bson.E{Key: fieldLease, Value: bson.D{{Key: "owner", Value: "a"}, {Key: "epoch", Value: int64(epoch)}}}) // no expires
+			}
+			if len(d) == 1 && r.IntN(4) != 0 {
 				lease := bson.D{{Key: "owner", Value: owners[r.IntN(3)]}}
 				if r.IntN(8) != 0 {
 					lease = append(lease, bson.E{Key: "epoch", Value: mqlNumber(r, int(epoch))})

@@ -211,7 +211,11 @@ func entryKeysPipeline(ids []bson.ObjectID) bson.A {
 
 // entriesForProblemsPipeline returns, over every homework, {_id, hits:
 // [{u, p: [problem keys among keys]}]} for the users having an entry keyed
-// by one of keys; homeworks without hits are dropped.
+// by one of keys; homeworks without hits are dropped. The $match on
+// studentStatus' type also passes an array holding a document (a query's
+// $type matches an array by its elements' types), so $objectToArray is
+// guarded like every other: such a homework has no hits, and cannot fail
+// the aggregate.
 func entriesForProblemsPipeline(keys []string) bson.A {
 	docUsers := filterExpr(objectToArray("$studentStatus"), "u", isType("$$u.v", "object"))
 	perUser := mapExpr(docUsers, "u", bson.D{
@@ -219,7 +223,9 @@ func entriesForProblemsPipeline(keys []string) bson.A {
 		{Key: "p", Value: filterExpr(mapExpr(objectToArray("$$u.v"), "e", "$$e.k"), "k",
 			bson.D{{Key: "$in", Value: bson.A{"$$k", literal(keys)}}})},
 	})
-	hits := filterExpr(perUser, "h", bson.D{{Key: "$gt", Value: bson.A{bson.D{{Key: "$size", Value: "$$h.p"}}, 0}}})
+	hits := cond(isType("$studentStatus", "object"),
+		filterExpr(perUser, "h", bson.D{{Key: "$gt", Value: bson.A{bson.D{{Key: "$size", Value: "$$h.p"}}, 0}}}),
+		bson.A{})
 	return bson.A{
 		bson.D{{Key: "$match", Value: bson.D{{Key: materialize.FieldStudentStatus, Value: bson.D{{Key: "$type", Value: "object"}}}}}},
 		bson.D{{Key: "$project", Value: bson.D{{Key: "hits", Value: hits}}}},

@@ -246,6 +246,49 @@ function sortCompare(a, b) {
   return isPlainObject(a) && isPlainObject(b) ? bsonCompare(a, b) : Math.sign(compare(a, b));
 }
 
+// exprCompare orders values as the aggregation comparisons do: different
+// types by the BSON comparison order, missing before null. mingo applies
+// a query's type bracketing to $lt, $lte, $gt and $gte, so there
+// {$lte: [<missing>, <date>]} is false; the server says true.
+function exprCompare(a, b) {
+  const ra = a === undefined ? 0 : typeRank(a);
+  const rb = b === undefined ? 0 : typeRank(b);
+  if (ra !== rb) return ra < rb ? -1 : 1;
+  return sortCompare(a, b);
+}
+
+function comparison(test) {
+  return (obj, expr, options) => {
+    const [a, b] = evalExpr(obj, expr, options);
+    return test(exprCompare(a, b));
+  };
+}
+
+// queryPathValues returns the values a query path reaches in v: through
+// documents, and through arrays both to the element a numeric component
+// indexes and into every element that is a document.
+function queryPathValues(v, path) {
+  if (path.length === 0) return [v];
+  if (isPlainObject(v)) {
+    return Object.prototype.hasOwnProperty.call(v, path[0]) ? queryPathValues(v[path[0]], path.slice(1)) : [];
+  }
+  if (Array.isArray(v)) {
+    const out = [];
+    if (/^\d+$/.test(path[0]) && Number(path[0]) < v.length) out.push(...queryPathValues(v[Number(path[0])], path.slice(1)));
+    for (const el of v) if (isPlainObject(el)) out.push(...queryPathValues(el, path));
+    return out;
+  }
+  return [];
+}
+
+// $exists by queryPathValues: mingo resolves a path ending in a number as
+// an index into the values reached, so {"a.b.2": {$exists: true}} matched
+// {a: [{b: {"1": 0}}]}, which has no field "2".
+function existsQuery(selector, value) {
+  const path = selector.split(".");
+  return (o) => (queryPathValues(o, path).length > 0) === !!value;
+}
+
 // $sort comparing the whole sort key, each field by sortCompare (stable,
 // as mingo's). mingo sorts by one field at a time, grouping the documents
 // by that field's value, so documents whose values differ but compare
@@ -327,10 +370,17 @@ function applyUpdate(docs, filter, update, options) {
 function context() {
   return Context.init({
     accumulator: { ...accumulatorOperators, $push: pushSkippingMissing, $min: minAccumulator },
-    expression: { ...expressionOperators, ...adapter },
+    expression: {
+      ...expressionOperators,
+      ...adapter,
+      $lt: comparison((c) => c < 0),
+      $lte: comparison((c) => c <= 0),
+      $gt: comparison((c) => c > 0),
+      $gte: comparison((c) => c >= 0),
+    },
     pipeline: { ...pipelineOperators, $sort: sortStage },
     projection: { ...projectionOperators },
-    query: { ...queryOperators },
+    query: { ...queryOperators, $exists: existsQuery },
   });
 }
 
