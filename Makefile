@@ -47,7 +47,7 @@ REQUIRE_PROMTOOL ?=
 
 export CGO_ENABLED := 1
 
-.PHONY: help build test test-integration test-monitoring lint vet staticcheck tidy-check deps-check fuzz bench bench-integration \
+.PHONY: help build test test-mql test-integration test-monitoring lint vet staticcheck tidy-check deps-check fuzz bench bench-integration \
         up down logs docker-build compose-config clean mutate bench-offline bench-online
 
 help: ## List the targets
@@ -65,6 +65,21 @@ test: ## Unit, vector and simulation tests, alert-rule tests with promtool (inte
 	@command -v promtool >/dev/null 2>&1 || echo "promtool not on PATH: the alert-rule tests and the /metrics lint will skip (apt-get install --no-install-recommends prometheus, or see .ci/run)"
 	@[ -n "$${MATERIALIZER_TEST_REDIS_ADDR:-}" ] || command -v redis-server >/dev/null 2>&1 || echo "redis-server not on PATH: the Redis cache tests will skip (apt-get install --no-install-recommends redis-server, or set MATERIALIZER_TEST_REDIS_ADDR=host:port)"
 	MATERIALIZER_TEST_REQUIRE_PROMTOOL=$(REQUIRE_PROMTOOL) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
+
+# The independent engine: every pipeline, filter and update the adapter sends,
+# run with mongodb/'s evaluator and with mingo (tools/mql, pinned in its
+# package-lock.json; needs Node.js >= 20.19 and npm). See docs/testing.md.
+MQL_DIR     := tools/mql
+
+test-mql: $(MQL_DIR)/node_modules/.package-lock.json ## Compare the adapter's pipelines, filters and updates under our evaluator and mingo (Node.js, npm)
+	MATERIALIZER_TEST_MQL=1 $(GO) test -count=1 -run '^TestMQLAgainstMingo$$' -v ./mongodb/
+
+# npm ci (the versions package-lock.json pins) when the lock is newer than
+# the installed tree; npm writes node_modules/.package-lock.json.
+$(MQL_DIR)/node_modules/.package-lock.json: $(MQL_DIR)/package-lock.json
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || \
+	  { echo "make test-mql needs Node.js >= 20.19 and npm (apt-get install nodejs npm)" >&2; exit 2; }
+	cd $(MQL_DIR) && npm ci --no-audit --no-fund
 
 # -tags integration links testcontainers (containers_integration_test.go in
 # mongodb/ and cmd/materializer/); `make test` builds without it, so its

@@ -11,7 +11,8 @@ package mongodb
 // $each, pipeline $set/$project/$match/$group/$sort/$replaceWith, and
 // $unionWith over a map of collections) and fails loudly on anything else.
 // It is a test oracle, not an emulator: the integration tests run the
-// same builders against a real server.
+// same builders against a real server, and make test-mql runs them with
+// mingo, an independent implementation (mql_test.go).
 
 import (
 	"bytes"
@@ -190,9 +191,46 @@ func compare(a, b any) (int, bool) {
 		}
 		return 0, true
 	}
+	if x, ok := a.(bson.A); ok {
+		// Arrays element by element (equality is what the tests need:
+		// equal lengths and elements equal by value).
+		y := b.(bson.A)
+		for i := 0; i < len(x) && i < len(y); i++ {
+			if c, ok := compare(x[i], y[i]); !ok || c != 0 {
+				return c, ok
+			}
+		}
+		switch {
+		case len(x) < len(y):
+			return -1, true
+		case len(x) > len(y):
+			return 1, true
+		}
+		return 0, true
+	}
 	ab, _ := bson.Marshal(bson.D{{Key: "v", Value: a}})
 	bb, _ := bson.Marshal(bson.D{{Key: "v", Value: b}})
 	return bytes.Compare(ab, bb), true
+}
+
+// exprCompare orders a and b as the aggregation comparisons do: values of
+// different types by the BSON comparison order (typeRank; missing before
+// null), of one type by value.
+func exprCompare(a, b any) int {
+	rank := func(v any) int {
+		if v == missing {
+			return 0
+		}
+		return typeRank(v)
+	}
+	if ra, rb := rank(a), rank(b); ra != rb {
+		return ra - rb
+	}
+	c, ok := compare(a, b)
+	if !ok {
+		panic(fmt.Sprintf("exprCompare of %s and %s", typeName(a), typeName(b)))
+	}
+	return c
 }
 
 // stringOf returns the text of a string or a symbol.
@@ -336,8 +374,7 @@ func (e evaluator) op(name string, arg any) any {
 		return equal(e.eval(a[0]), e.eval(a[1]))
 	case "$gt":
 		a := args(arg, 2)
-		c, ok := compare(e.eval(a[0]), e.eval(a[1]))
-		return ok && c > 0
+		return exprCompare(e.eval(a[0]), e.eval(a[1])) > 0
 	case "$type":
 		return typeName(e.eval(arg))
 	case "$and":
@@ -399,7 +436,8 @@ func (e evaluator) op(name string, arg any) any {
 		return e.eval(a[1])
 	case "$add":
 		var sum int64
-		long, date := false, false
+		var fsum float64
+		long, double, date := false, false, false
 		for _, x := range arg.(bson.A) {
 			switch n := e.eval(x).(type) {
 			case int32:
@@ -407,6 +445,9 @@ func (e evaluator) op(name string, arg any) any {
 			case int64:
 				sum += n
 				long = true
+			case float64: // a double makes the sum a double
+				fsum += n
+				double = true
 			case bson.DateTime: // a date plus milliseconds is a date (at most one date)
 				if date {
 					panic("$add of two dates")
@@ -418,7 +459,13 @@ func (e evaluator) op(name string, arg any) any {
 			}
 		}
 		if date {
+			if double {
+				panic("$add of a date and a double: not supported")
+			}
 			return bson.DateTime(sum)
+		}
+		if double {
+			return float64(sum) + fsum
 		}
 		if long || sum > math.MaxInt32 || sum < math.MinInt32 {
 			return sum
@@ -426,11 +473,7 @@ func (e evaluator) op(name string, arg any) any {
 		return int32(sum)
 	case "$lte":
 		a := args(arg, 2)
-		c, ok := compare(e.eval(a[0]), e.eval(a[1]))
-		if !ok { // different types: BSON order, where missing/null sort first
-			return typeName(e.eval(a[0])) == "missing" || typeName(e.eval(a[0])) == "null"
-		}
-		return c <= 0
+		return exprCompare(e.eval(a[0]), e.eval(a[1])) <= 0
 	case "$reduce":
 		spec := arg.(bson.D)
 		acc := e.eval(lookupD(spec, "initialValue"))
@@ -618,52 +661,122 @@ func match(doc bson.D, filter bson.D) bool {
 		if strings.HasPrefix(el.Key, "$") {
 			panic("unsupported query operator " + el.Key)
 		}
-		v := queryPath(doc, el.Key)
+		vals := queryValues(doc, strings.Split(el.Key, "."))
+		// anyVal reports whether f holds for one of the values the path
+		// reaches (for missing when it reaches none).
+		anyVal := func(f func(v any) bool) bool {
+			if len(vals) == 0 {
+				return f(missing)
+			}
+			for _, v := range vals {
+				if f(v) {
+					return true
+				}
+			}
+			return false
+		}
+		// orElement is f of v, or of an element of v when v is an array.
+		orElement := func(v any, f func(any) bool) bool {
+			if f(v) {
+				return true
+			}
+			if arr, ok := v.(bson.A); ok {
+				for _, y := range arr {
+					if f(y) {
+						return true
+					}
+				}
+			}
+			return false
+		}
 		ops, isOps := el.Value.(bson.D)
 		if !isOps || len(ops) == 0 || !strings.HasPrefix(ops[0].Key, "$") {
-			if !equal(v, el.Value) {
+			if !anyVal(func(v any) bool { return matchesEqual(v, el.Value) }) {
 				return false
 			}
 			continue
 		}
 		for _, op := range ops {
+			var ok bool
 			switch op.Key {
 			case "$exists":
-				if (v != missing) != op.Value.(bool) {
-					return false
-				}
+				ok = (len(vals) > 0) == op.Value.(bool)
 			case "$lte":
-				c, ok := compare(v, op.Value)
-				if !ok || c > 0 {
-					return false
-				}
+				ok = anyVal(func(v any) bool {
+					return orElement(v, func(y any) bool { c, ok := compare(y, op.Value); return ok && c <= 0 })
+				})
 			case "$type":
-				if typeName(v) != op.Value.(string) {
-					return false
-				}
+				// An array matches its own type, and any type one of its
+				// elements has.
+				t := op.Value.(string)
+				ok = anyVal(func(v any) bool {
+					return orElement(v, func(y any) bool { return typeName(y) == t })
+				})
 			case "$in":
-				found := false
-				for _, x := range op.Value.(bson.A) {
-					if equal(v, x) {
-						found = true
-					}
-					if arr, ok := v.(bson.A); ok {
-						for _, y := range arr {
-							if equal(y, x) {
-								found = true
-							}
+				ok = anyVal(func(v any) bool {
+					for _, x := range op.Value.(bson.A) {
+						if matchesEqual(v, x) {
+							return true
 						}
 					}
-				}
-				if !found {
 					return false
-				}
+				})
 			default:
 				panic("unsupported query operator " + op.Key)
+			}
+			if !ok {
+				return false
 			}
 		}
 	}
 	return true
+}
+
+// queryValues returns the values a query path reaches in v: through
+// documents, and through arrays both to the element a numeric component
+// indexes and into every element that is a document (the server's
+// implicit array traversal). A path that reaches nothing returns none.
+func queryValues(v any, path []string) []any {
+	if len(path) == 0 {
+		return []any{v}
+	}
+	switch x := v.(type) {
+	case bson.D:
+		f := lookupD(x, path[0])
+		if f == missing {
+			return nil
+		}
+		return queryValues(f, path[1:])
+	case bson.A:
+		var out []any
+		if i, err := strconv.Atoi(path[0]); err == nil && i >= 0 && i < len(x) {
+			out = append(out, queryValues(x[i], path[1:])...)
+		}
+		for _, el := range x {
+			if d, ok := el.(bson.D); ok {
+				out = append(out, queryValues(d, path)...)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// matchesEqual is a query's equality {f: want} on the value v of f: v
+// equals want, or v is an array with an element equal to want (one level:
+// an array of arrays is not flattened).
+func matchesEqual(v, want any) bool {
+	if equal(v, want) {
+		return true
+	}
+	if arr, ok := v.(bson.A); ok {
+		for _, el := range arr {
+			if equal(el, want) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // setPath sets a dotted path in doc like the $set update operator:
@@ -831,7 +944,10 @@ func applyUpdate(doc bson.D, update any) bson.D {
 					for _, x := range each {
 						dup := false
 						for _, y := range cur {
-							if bytes.Equal(rawOf(bson.D{{Key: "v", Value: x}}), rawOf(bson.D{{Key: "v", Value: y}})) {
+							// By value, as the server compares:
+							// {u, p: 5} and {u, p: NumberLong(5)} are one
+							// element.
+							if equal(x, y) {
 								dup = true
 							}
 						}
@@ -1030,18 +1146,19 @@ func typeRank(v any) int {
 }
 
 // sortDocs runs a $sort stage (stable, ascending or descending per key).
+// An array sort key is its smallest element ascending, its largest
+// descending; an empty array sorts before null and missing.
 func sortDocs(docs []bson.D, spec bson.D) []bson.D {
 	out := append([]bson.D(nil), docs...)
 	sort.SliceStable(out, func(i, j int) bool {
 		for _, k := range spec {
-			a, b := queryPath(out[i], k.Key), queryPath(out[j], k.Key)
-			c := 0
-			if ra, rb := typeRank(a), typeRank(b); ra != rb {
-				c = ra - rb
-			} else if x, ok := compare(a, b); ok {
-				c = x
-			}
+			desc := false
 			if n, _ := number(k.Value); n < 0 {
+				desc = true
+			}
+			a, b := sortKey(queryPath(out[i], k.Key), desc), sortKey(queryPath(out[j], k.Key), desc)
+			c := sortCompare(a, b)
+			if desc {
 				c = -c
 			}
 			if c != 0 {
@@ -1051,4 +1168,44 @@ func sortDocs(docs []bson.D, spec bson.D) []bson.D {
 		return false
 	})
 	return out
+}
+
+// emptyArray is the sort key of [].
+type emptyArray struct{}
+
+// sortKey is the value v sorts by: an array's smallest element (largest
+// when desc), emptyArray for [].
+func sortKey(v any, desc bool) any {
+	arr, ok := v.(bson.A)
+	if !ok {
+		return v
+	}
+	if len(arr) == 0 {
+		return emptyArray{}
+	}
+	key := arr[0]
+	for _, el := range arr[1:] {
+		if c := sortCompare(el, key); desc && c > 0 || !desc && c < 0 {
+			key = el
+		}
+	}
+	return key
+}
+
+// sortCompare orders two sort keys: by typeRank, then by value.
+func sortCompare(a, b any) int {
+	if _, ok := a.(emptyArray); ok {
+		if _, ok := b.(emptyArray); ok {
+			return 0
+		}
+		return -1
+	}
+	if _, ok := b.(emptyArray); ok {
+		return 1
+	}
+	if ra, rb := typeRank(a), typeRank(b); ra != rb {
+		return ra - rb
+	}
+	c, _ := compare(a, b)
+	return c
 }

@@ -37,14 +37,20 @@ const (
 	fieldCheckpoint = "checkpoint"
 )
 
+// stateRead returns the filter and projection of a read of one field of
+// the state document.
+func stateRead(field string) (filter, projection bson.D) {
+	return bson.D{{Key: "_id", Value: stateID}}, bson.D{{Key: field, Value: 1}}
+}
+
 // LoadCheckpoint implements resume.Store: the saved checkpoint (read with
 // majority read concern); ok is false when none was saved.
 func (d *DB) LoadCheckpoint(ctx context.Context) (resume.Checkpoint, bool, error) {
 	var doc struct {
 		Checkpoint *resume.Checkpoint `bson:"checkpoint"`
 	}
-	err := d.state.FindOne(ctx, bson.D{{Key: "_id", Value: stateID}},
-		options.FindOne().SetProjection(bson.D{{Key: fieldCheckpoint, Value: 1}})).Decode(&doc)
+	filter, projection := stateRead(fieldCheckpoint)
+	err := d.state.FindOne(ctx, filter, options.FindOne().SetProjection(projection)).Decode(&doc)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return resume.Checkpoint{}, false, nil
 	}
@@ -206,6 +212,13 @@ func (d *DB) leaseUpdate(ctx context.Context, filter bson.D, update bson.A, upse
 	return *doc.Lease, true, nil
 }
 
+// releaseWrite returns the filter and update of Release: they match only
+// while owner holds the lease at epoch, and set expires to the zero time.
+func releaseWrite(owner string, epoch int64) (filter, update bson.D) {
+	return bson.D{{Key: "_id", Value: stateID}, {Key: fieldLease + ".owner", Value: owner}, {Key: fieldLease + ".epoch", Value: epoch}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fieldLease + ".expires", Value: time.Time{}}}}}
+}
+
 // Release implements resume.LeaseStore: if owner still holds the lease at
 // epoch, it expires it (expires = the zero time), keeping owner and epoch
 // so that the next owner gets a new epoch. Releasing a lease one no longer
@@ -213,9 +226,8 @@ func (d *DB) leaseUpdate(ctx context.Context, filter bson.D, update bson.A, upse
 func (d *DB) Release(ctx context.Context, owner string, epoch int64) error {
 	wctx, cancel := d.writeCtx(ctx)
 	defer cancel()
-	_, err := d.state.UpdateOne(wctx,
-		bson.D{{Key: "_id", Value: stateID}, {Key: fieldLease + ".owner", Value: owner}, {Key: fieldLease + ".epoch", Value: epoch}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: fieldLease + ".expires", Value: time.Time{}}}}})
+	filter, update := releaseWrite(owner, epoch)
+	_, err := d.state.UpdateOne(wctx, filter, update)
 	if err != nil {
 		return fail(d.cfg.Database, needs(d.state.Name(), "update"), "release lease in "+d.state.Name(), err)
 	}
@@ -228,8 +240,8 @@ func (d *DB) Current(ctx context.Context) (resume.Lease, bool, error) {
 	var doc struct {
 		Lease *resume.Lease `bson:"lease"`
 	}
-	err := d.state.FindOne(ctx, bson.D{{Key: "_id", Value: stateID}},
-		options.FindOne().SetProjection(bson.D{{Key: fieldLease, Value: 1}})).Decode(&doc)
+	filter, projection := stateRead(fieldLease)
+	err := d.state.FindOne(ctx, filter, options.FindOne().SetProjection(projection)).Decode(&doc)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return resume.Lease{}, false, nil
 	}

@@ -537,6 +537,29 @@ func dollarKeysAllowed(t *testing.T, db *DB) bool {
 	return err == nil && major >= 5
 }
 
+// TestIntegrationEntriesForProblemsArrayStudentStatus: a homework whose
+// studentStatus is an array holding a document passes the pipeline's
+// {studentStatus: {$type: "object"}} and must not fail the aggregate (the
+// unit test TestEntriesForProblemsArrayStudentStatus pins the same on the
+// evaluator); it holds no entries.
+func TestIntegrationEntriesForProblemsArrayStudentStatus(t *testing.T) {
+	db := testDB(t)
+	ctx := testCtx(t)
+	entries := mtest.D("a", mtest.D("1", mtest.D("score", 1, "problemStatus", nil, "submissionIds", bson.A{})))
+	odd, ok := bson.NewObjectID(), bson.NewObjectID()
+	load(t, db, materialize.Docs{Homeworks: []bson.Raw{
+		mtest.Raw("_id", odd, "homeworkName", "odd", "studentStatus", bson.A{entries}),
+		mtest.Raw("_id", ok, "homeworkName", "ok", "studentStatus", entries),
+	}})
+	got, err := db.EntriesForProblems(ctx, []int64{1})
+	if err != nil {
+		t.Fatalf("EntriesForProblems fails on an array studentStatus: %v", err)
+	}
+	if want := []materialize.HomeworkUser{{Homework: ok, User: "a"}}; !slices.Equal(got[1], want) {
+		t.Errorf("EntriesForProblems(1) = %v, want %v", got[1], want)
+	}
+}
+
 func TestIntegrationKeyIndex(t *testing.T) {
 	db := testDB(t)
 	ctx := testCtx(t)

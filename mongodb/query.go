@@ -98,6 +98,12 @@ func inValues[T any](vals []T) bson.D { return bson.D{{Key: "$in", Value: vals}}
 // Problems, SubmissionsByID).
 func idIn[T any](ids []T) bson.D { return bson.D{{Key: "_id", Value: inValues(ids)}} }
 
+// problemsListingFilter is the filter of ProblemsListing: the problems
+// whose homeworks array holds one of ids.
+func problemsListingFilter(ids []bson.ObjectID) bson.D {
+	return bson.D{{Key: "homeworks", Value: inValues(ids)}}
+}
+
 // findStages is a find's filter and projection as the pipeline stages
 // [{$match: filter}, {$project: projection}], for Read's sub-pipelines:
 // $match takes the query language of find's filter, and since MongoDB 4.4
@@ -224,7 +230,11 @@ func entryKeysPipeline(ids []bson.ObjectID) bson.A {
 
 // entriesForProblemsPipeline returns, over every homework, {_id, hits:
 // [{u, p: [problem keys among keys]}]} for the users having an entry keyed
-// by one of keys; homeworks without hits are dropped.
+// by one of keys; homeworks without hits are dropped. The $match on
+// studentStatus' type also passes an array holding a document (a query's
+// $type matches an array by its elements' types), so $objectToArray is
+// guarded like every other: such a homework has no hits, and cannot fail
+// the aggregate.
 func entriesForProblemsPipeline(keys []string) bson.A {
 	docUsers := filterExpr(objectToArray("$studentStatus"), "u", isType("$$u.v", "object"))
 	perUser := mapExpr(docUsers, "u", bson.D{
@@ -232,7 +242,9 @@ func entriesForProblemsPipeline(keys []string) bson.A {
 		{Key: "p", Value: filterExpr(mapExpr(objectToArray("$$u.v"), "e", "$$e.k"), "k",
 			bson.D{{Key: "$in", Value: bson.A{"$$k", literal(keys)}}})},
 	})
-	hits := filterExpr(perUser, "h", bson.D{{Key: "$gt", Value: bson.A{bson.D{{Key: "$size", Value: "$$h.p"}}, 0}}})
+	hits := cond(isType("$studentStatus", "object"),
+		filterExpr(perUser, "h", bson.D{{Key: "$gt", Value: bson.A{bson.D{{Key: "$size", Value: "$$h.p"}}, 0}}}),
+		bson.A{})
 	return bson.A{
 		bson.D{{Key: "$match", Value: bson.D{{Key: materialize.FieldStudentStatus, Value: bson.D{{Key: "$type", Value: "object"}}}}}},
 		bson.D{{Key: "$project", Value: bson.D{{Key: "hits", Value: hits}}}},
@@ -309,8 +321,13 @@ func entryWriteByPipeline(w watch.EntryWrite) (filter bson.D, update bson.A) {
 	return filter, update
 }
 
-// keyPair is a pair as the key index stores it: {u: user, p: problem}
-// (p always int64, so $addToSet sees equal pairs as equal).
+// keyPair is a pair as the key index stores it: {u: user, p: problem}.
+// p is the Pair's int64, which the driver encodes as a long whatever the
+// submission stored (Back-End writes an int, other writers a long or a
+// double), so every record spells a problem one way; decodePairs reads any
+// number type. Deduplication does not depend on it: the server's $addToSet
+// compares by value, so {u, p: 5} and {u, p: NumberLong(5)} are one
+// element.
 func keyPair(p materialize.Pair) bson.D {
 	return bson.D{{Key: "u", Value: p.User}, {Key: "p", Value: p.Problem}}
 }

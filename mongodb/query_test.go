@@ -499,7 +499,7 @@ func TestRecordKeysWrite(t *testing.T) {
 		t.Errorf("update %s\nwant %s", got, want)
 	}
 	if _, ok := u[0].Value.(bson.D)[0].Value.(bson.D)[0].Value.(bson.A)[0].(bson.D)[1].Value.(int64); !ok {
-		t.Error("pair problem is not an int64: $addToSet would see 1 and int64(1) as different")
+		t.Error("pair problem is not an int64: records would spell a problem as the submission stored it")
 	}
 	// Upsert twice with overlapping pairs: each pair recorded once, and the
 	// record decodes back.
@@ -695,4 +695,32 @@ func TestSaveCheckpointWrite(t *testing.T) {
 func ExampleRedact() {
 	fmt.Println(Redact("mongodb://materializer:hunter2@db1:27017,db2:27017/normal-oj?replicaSet=rs0"))
 	// Output: mongodb://materializer:xxxxx@db1:27017,db2:27017/normal-oj?replicaSet=rs0
+}
+
+// TestEntriesForProblemsArrayStudentStatus: a homework whose studentStatus
+// is an array holding a document matches {studentStatus: {$type:
+// "object"}} on the server (an array matches the types of its elements),
+// and $objectToArray of that array would fail the whole aggregate, so
+// that every EntriesForProblems would fail on one odd homework. It holds
+// no entries and is dropped.
+func TestEntriesForProblemsArrayStudentStatus(t *testing.T) {
+	hw := bson.ObjectID{0x65, 1}
+	ok := bson.ObjectID{0x65, 2}
+	entries := bson.D{{Key: "a", Value: bson.D{{Key: "1", Value: bson.D{{Key: "score", Value: int32(1)}}}}}}
+	docs := []bson.D{
+		{{Key: "_id", Value: hw}, {Key: "studentStatus", Value: bson.A{entries}}},
+		{{Key: "_id", Value: ok}, {Key: "studentStatus", Value: entries}},
+	}
+	var got []bson.D
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("the aggregate fails: %v", r)
+			}
+		}()
+		got = runPipeline(docs, norm(entriesForProblemsPipeline([]string{"1"})).(bson.A))
+	}()
+	if len(got) != 1 || lookupD(got[0], "_id") != ok {
+		t.Errorf("results %v, want only homework %s", got, ok.Hex())
+	}
 }

@@ -741,7 +741,7 @@ func TestReadPipeline(t *testing.T) {
 // checkAgainstMemstore compares what memstore and the adapter agree on:
 // the decodable submissions, the counts, the stored user fields, the
 // decodable problems and homeworks (memstore reports fewer undecodable
-// documents: only those whose user is a string it was asked for).
+// documents: only those a user it was asked for matches, not a pair).
 func checkAgainstMemstore(t *testing.T, seed int, got, mem *watch.ReadResult) {
 	t.Helper()
 	byID := func(s []materialize.Submission) []materialize.Submission {

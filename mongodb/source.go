@@ -247,7 +247,7 @@ func (d *DB) ProblemsListing(ctx context.Context, homeworks []bson.ObjectID) (ma
 		for _, h := range chunk {
 			want[h] = true
 		}
-		err := d.find(ctx, d.problems, bson.D{{Key: "homeworks", Value: inValues(chunk)}}, opts, func(raw bson.Raw) error {
+		err := d.find(ctx, d.problems, problemsListingFilter(chunk), opts, func(raw bson.Raw) error {
 			p, err := materialize.DecodeProblem(raw)
 			if err != nil {
 				return nil

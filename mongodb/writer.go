@@ -245,7 +245,7 @@ func (d *DB) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materializ
 func (d *DB) LookupKeys(ctx context.Context, ids []bson.ObjectID) (map[bson.ObjectID][]materialize.Pair, error) {
 	out := make(map[bson.ObjectID][]materialize.Pair, len(ids))
 	for chunk := range slices.Chunk(ids, queryTerms) {
-		err := d.find(ctx, d.keys, bson.D{{Key: "_id", Value: inValues(chunk)}}, nil, func(raw bson.Raw) error {
+		err := d.find(ctx, d.keys, idIn(chunk), nil, func(raw bson.Raw) error {
 			id, ok := raw.Lookup("_id").ObjectIDOK()
 			if !ok {
 				return nil

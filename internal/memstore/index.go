@@ -18,7 +18,8 @@ import (
 // A document is indexed as the source reads decide on it: a decodable one
 // under its decoded user and pair (what Submissions and UserStats match
 // on), an undecodable one under the string in its first "user" element,
-// if any (the rule by which they report it). Results are put back in
+// or under each string element of an array "user" (queryUsers: the rule
+// by which they report it). Results are put back in
 // insertion order, the order of a whole-collection scan, so every read
 // returns exactly what scanning the collection returned.
 type subIndex struct {
@@ -34,10 +35,31 @@ type subIndex struct {
 }
 
 type subEntry struct {
-	ok      bool // decodable
-	pair    materialize.Pair
-	badUser string // !ok: the user string, when hasUser
-	hasUser bool
+	ok       bool // decodable
+	pair     materialize.Pair
+	badUsers []string // !ok: the names a query on user matches it by (queryUsers)
+}
+
+// queryUsers returns the names a query {user: name} or {user: {$in:
+// names}} matches doc by: its user string, or each string element of an
+// array user (the server's equality descends one level into arrays).
+func queryUsers(doc bson.Raw) []string {
+	v := doc.Lookup("user")
+	if u, ok := v.StringValueOK(); ok {
+		return []string{u}
+	}
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, _ := arr.Values()
+	var out []string
+	for _, el := range vals {
+		if u, ok := el.StringValueOK(); ok && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 func newSubIndex() *subIndex {
@@ -81,9 +103,11 @@ func (x *subIndex) put(k string, doc bson.Raw) {
 		e = subEntry{ok: true, pair: materialize.Pair{User: sub.User, Problem: sub.Problem}}
 		add(x.byUser, sub.User, k)
 		add(x.byPair, e.pair, k)
-	} else if u, ok := doc.Lookup("user").StringValueOK(); ok {
-		e = subEntry{badUser: u, hasUser: true}
-		add(x.badUser, u, k)
+	} else {
+		e = subEntry{badUsers: queryUsers(doc)}
+		for _, u := range e.badUsers {
+			add(x.badUser, u, k)
+		}
 	}
 	x.entry[k] = e
 }
@@ -95,8 +119,10 @@ func (x *subIndex) drop(k string, deleted bool) {
 		if e.ok {
 			remove(x.byUser, e.pair.User, k)
 			remove(x.byPair, e.pair, k)
-		} else if e.hasUser {
-			remove(x.badUser, e.badUser, k)
+		} else {
+			for _, u := range e.badUsers {
+				remove(x.badUser, u, k)
+			}
 		}
 		delete(x.entry, k)
 	}

@@ -29,7 +29,7 @@ func scanSubmissions(s *Store, users []string, pairs []materialize.Pair) ([]mate
 	for _, raw := range s.Collection(materialize.CollSubmission) {
 		sub, err := materialize.DecodeSubmission(raw)
 		if err != nil {
-			if u, ok := raw.Lookup("user").StringValueOK(); ok && uset[u] {
+			if userMatches(raw, func(u string) bool { return uset[u] }) {
 				bad = append(bad, err.(*materialize.DecodeError))
 			}
 			continue
@@ -41,6 +41,25 @@ func scanSubmissions(s *Store, users []string, pairs []materialize.Pair) ([]mate
 	return out, bad
 }
 
+// userMatches reports whether a query on user matches doc for a name
+// named reports: its user string is named, or (the server's equality
+// descending into arrays) an element of its array user.
+func userMatches(doc bson.Raw, named func(string) bool) bool {
+	v := doc.Lookup("user")
+	if u, ok := v.StringValueOK(); ok {
+		return named(u)
+	}
+	if arr, ok := v.ArrayOK(); ok {
+		vals, _ := arr.Values()
+		for _, el := range vals {
+			if u, ok := el.StringValueOK(); ok && named(u) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func scanUserStats(s *Store, users []string) (map[string]materialize.UserStats, []*materialize.DecodeError) {
 	tally := map[string]*materialize.UserTally{}
 	for _, u := range users {
@@ -50,7 +69,7 @@ func scanUserStats(s *Store, users []string) (map[string]materialize.UserStats, 
 	for _, raw := range s.Collection(materialize.CollSubmission) {
 		sub, err := materialize.DecodeSubmission(raw)
 		if err != nil {
-			if u, ok := raw.Lookup("user").StringValueOK(); ok && tally[u] != nil {
+			if userMatches(raw, func(u string) bool { return tally[u] != nil }) {
 				bad = append(bad, err.(*materialize.DecodeError))
 			}
 			continue
@@ -81,6 +100,8 @@ func TestSubmissionIndexMatchesScan(t *testing.T) {
 		case 0:
 			d = append(d, bson.E{Key: "user", Value: int32(3)}) // not a string
 		case 1: // no user
+		case 2: // an array: queries on user match it by its string elements
+			d = append(d, bson.E{Key: "user", Value: bson.A{users[rng.IntN(len(users))], int32(1), users[rng.IntN(len(users))]}})
 		default:
 			d = append(d, bson.E{Key: "user", Value: users[rng.IntN(len(users))]})
 		}

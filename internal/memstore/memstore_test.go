@@ -330,3 +330,37 @@ func TestUpdateEventDerivedValues(t *testing.T) {
 		t.Fatalf("%d update events, want %d", i, len(cases))
 	}
 }
+
+// TestUndecodableArrayUser: a query on user matches a document whose user
+// is an array holding the name (the server's equality and $in descend
+// into arrays), so such a submission, undecodable, is reported to a read
+// of that user, as the mongodb adapter's reads report it.
+func TestUndecodableArrayUser(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	sub := func(user any) bson.Raw {
+		b, err := bson.Marshal(bson.D{{Key: "_id", Value: bson.NewObjectID()}, {Key: "user", Value: user}, {Key: "problem", Value: int32(1)},
+			{Key: "timestamp", Value: bson.DateTime(1)}, {Key: "status", Value: int32(0)}, {Key: "score", Value: int32(100)}, {Key: "languageType", Value: int32(0)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if err := st.Load(materialize.CollSubmission, sub(bson.A{"b"}), sub(bson.A{"x", "b"}), sub(bson.A{"x"}), sub(bson.A{bson.A{"b"}})); err != nil {
+		t.Fatal(err)
+	}
+	_, bad, err := st.Submissions(ctx, []string{"b"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) != 2 {
+		t.Errorf("Submissions(b) reports %d undecodable submissions, want 2 (user [b] and [x, b]): %v", len(bad), bad)
+	}
+	_, bad, err = st.UserStats(ctx, []string{"b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) != 2 {
+		t.Errorf("UserStats(b) reports %d undecodable submissions, want 2: %v", len(bad), bad)
+	}
+}

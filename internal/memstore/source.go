@@ -40,7 +40,7 @@ func (s *Store) Submissions(ctx context.Context, users []string, pairs []materia
 		sub, err := materialize.DecodeSubmission(raw)
 		if err != nil {
 			// A malformed submission matches the query when its user does.
-			if u, ok := raw.Lookup("user").StringValueOK(); ok && uset[u] {
+			if slices.ContainsFunc(queryUsers(raw), func(u string) bool { return uset[u] }) {
 				bad = append(bad, err.(*materialize.DecodeError))
 			}
 			continue
@@ -69,7 +69,7 @@ func (s *Store) UserStats(ctx context.Context, users []string) (map[string]mater
 	for _, raw := range s.candidates(users, nil) {
 		sub, err := materialize.DecodeSubmission(raw)
 		if err != nil {
-			if u, ok := raw.Lookup("user").StringValueOK(); ok && tally[u] != nil {
+			if slices.ContainsFunc(queryUsers(raw), func(u string) bool { return tally[u] != nil }) {
 				bad = append(bad, err.(*materialize.DecodeError))
 			}
 			continue
