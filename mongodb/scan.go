@@ -382,7 +382,8 @@ func (a driverIndexes) create(ctx context.Context, coll string, model mongo.Inde
 // (SERVER-46595), so a deadline would make a large build fail at every
 // start. Cancelling ctx (a signal) still stops the wait: the server keeps
 // building, since a client disconnect does not kill createIndexes
-// (SERVER-101507), and the next start finds or joins that build. A
+// (SERVER-101507), and the next start finds it listed (listIndexes
+// lists builds in progress) and goes on; queries use it once built. A
 // client-wide timeoutMS in the URI would impose a deadline again: do not
 // set one, or pre-build the indexes (docs/install.md#indexes).
 //
