@@ -85,3 +85,31 @@ func TestCoverIndexHoldsEveryFieldOfALandingsReads(t *testing.T) {
 		t.Errorf("index name %q, MongoDB's default for its keys %q", coverIndexName, name)
 	}
 }
+
+// TestExplainStatsReadsTheWinningPlanOnly: the explain walker of the
+// covering tests counts the stages of the plan that ran, not those of
+// queryPlanner.rejectedPlans: a pair's find also has a plan on
+// {problem: 1, user: 1}, and the rebuild's scan one on an earlier
+// {user, problem, timestamp, _id}, both with a FETCH the server
+// rejected.
+func TestExplainStatsReadsTheWinningPlanOnly(t *testing.T) {
+	ixscan := bson.D{{Key: "stage", Value: "IXSCAN"}}
+	raw, err := bson.Marshal(bson.D{
+		{Key: "queryPlanner", Value: bson.D{
+			{Key: "winningPlan", Value: bson.D{{Key: "stage", Value: "PROJECTION_COVERED"}, {Key: "inputStage", Value: ixscan}}},
+			{Key: "rejectedPlans", Value: bson.A{bson.D{{Key: "stage", Value: "PROJECTION_SIMPLE"}, {Key: "inputStage", Value: bson.D{{Key: "stage", Value: "FETCH"}, {Key: "inputStage", Value: ixscan}}}}}},
+		}},
+		{Key: "executionStats", Value: bson.D{
+			{Key: "totalKeysExamined", Value: int32(5)}, {Key: "totalDocsExamined", Value: int32(0)},
+			{Key: "executionStages", Value: bson.D{{Key: "stage", Value: "PROJECTION_COVERED"}, {Key: "inputStage", Value: ixscan}}},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s explainStats
+	s.walk(bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: raw})
+	if slices.Contains(s.stages, "FETCH") || s.keys != 5 || s.docs != 0 || s.sections != 1 {
+		t.Errorf("stages %v, %d keys, %d documents, %d sections; want no FETCH, 5, 0, 1", s.stages, s.keys, s.docs, s.sections)
+	}
+}

@@ -43,7 +43,8 @@ var scanSort = bson.D{{Key: "user", Value: 1}, {Key: "problem", Value: 1}, {Key:
 // a landing use (Submissions' filters on user and problem and its
 // projection, userStatsPipeline's $match and $group) is a key, so the
 // server answers them from the index's entries alone (a covered plan:
-// PROJECTION_COVERED, no FETCH) and examines no submission document,
+// no FETCH; PROJECTION_COVERED, or PROJECTION_DEFAULT over an $or's
+// IXSCANs) and examines no submission document,
 // however large Back-End's are (tasks hold every case's result). Covering
 // holds while no document stores an array under one of these fields (the
 // index would be multikey there; Back-End writes none): then the server

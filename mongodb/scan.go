@@ -19,28 +19,21 @@ import (
 
 // ScanSubmissions implements watch.Scanner: every submission in (user,
 // problem, timestamp, _id) order, streamed through one cursor so memory
-// stays bounded. The find is hinted to the covering index (coverIndexName,
-// whose prefix is the sort) when it exists (EnsureIndexes creates it); without it the server
-// sorts, spilling to disk (allowDiskUse). Undecodable submissions go to
-// bad; an error from fn stops the scan and is returned.
+// stays bounded. The find names no index: the planner takes one whose
+// prefix is the sort (the covering index, coverIndexName, wins over an
+// older {user, problem, timestamp, _id} by reading no document), or,
+// with neither, sorts, spilling to disk (allowDiskUse). A hint could
+// name an index listIndexes lists but the planner cannot use (still
+// building, or hidden), and the find would fail (BadValue). Undecodable
+// submissions go to bad; an error from fn stops the scan and is
+// returned.
 func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission) error, bad func(*materialize.DecodeError)) error {
-	// listIndexes first and outside the scan's causal session: its reply's
-	// operationTime (the primary's last applied optime) would otherwise
-	// become the find's afterClusterTime, a commit point to wait for that
-	// no write of the daemon needs.
-	hinted, err := hasIndex(ctx, d.submissions, coverIndexName)
-	if err != nil {
-		return fail(d.cfg.Database, needs(d.submissions.Name(), "listIndexes"), "scan submissions", err)
-	}
 	ctx, end, err := causalCtx(d.afterHandoff(ctx), d.submissions, d.written.load())
 	if err != nil {
 		return fail(d.cfg.Database, needs(d.submissions.Name(), "find"), "scan submissions", err)
 	}
 	defer end()
 	opts := options.Find().SetProjection(submissionProjection).SetSort(scanSort).SetAllowDiskUse(true)
-	if hinted {
-		opts.SetHint(coverIndexName)
-	}
 	cur, err := d.submissions.Find(ctx, bson.D{}, opts)
 	if err != nil {
 		return fail(d.cfg.Database, needs(d.submissions.Name(), "find"), "scan submissions", err)
@@ -65,27 +58,6 @@ func (d *DB) ScanSubmissions(ctx context.Context, fn func(materialize.Submission
 		return fail(d.cfg.Database, needs(d.submissions.Name(), "find"), "scan submissions", err)
 	}
 	return nil
-}
-
-// hasIndex reports whether coll has an index named name. A collection
-// that does not exist has none.
-func hasIndex(ctx context.Context, coll *mongo.Collection, name string) (bool, error) {
-	specs, err := coll.Indexes().ListSpecifications(ctx)
-	if err != nil {
-		var ce mongo.CommandError
-		if errors.As(err, &ce) && (ce.Code == codeNamespaceNotFound || ce.Code == codeUnauthorized) {
-			// No collection, or no listIndexes privilege: scan unhinted
-			// (the server still picks the index for the sort).
-			return false, nil
-		}
-		return false, fmt.Errorf("list indexes of %s: %w", coll.Name(), err)
-	}
-	for _, s := range specs {
-		if s.Name == name {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // AllProblems implements watch.Scanner: every problem (_id, homeworks);
@@ -410,7 +382,8 @@ func (a driverIndexes) create(ctx context.Context, coll string, model mongo.Inde
 // (SERVER-46595), so a deadline would make a large build fail at every
 // start. Cancelling ctx (a signal) still stops the wait: the server keeps
 // building, since a client disconnect does not kill createIndexes
-// (SERVER-101507), and the next start finds or joins that build. A
+// (SERVER-101507), and the next start finds it listed (listIndexes
+// lists builds in progress) and goes on; queries use it once built. A
 // client-wide timeoutMS in the URI would impose a deadline again: do not
 // set one, or pre-build the indexes (docs/install.md#indexes).
 //
