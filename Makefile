@@ -78,7 +78,7 @@ test-mql: $(MQL_DIR)/node_modules/.package-lock.json ## Compare the adapter's pi
 # the installed tree; npm writes node_modules/.package-lock.json.
 $(MQL_DIR)/node_modules/.package-lock.json: $(MQL_DIR)/package-lock.json
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || \
-	  { echo "make test-mql needs Node.js >= 20.19 and npm (apt-get install nodejs npm)" >&2; exit 2; }
+	  { echo "make test-mql needs Node.js >= 20.19 and npm (apt-get install --no-install-recommends nodejs npm)" >&2; exit 2; }
 	cd $(MQL_DIR) && npm ci --no-audit --no-fund
 
 # -tags integration links testcontainers (containers_integration_test.go in
