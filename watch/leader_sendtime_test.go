@@ -16,14 +16,16 @@ import (
 // (the server then sets the expiry at its own, later, now) and half after.
 // Its first renewal waits for release; every later one blocks until the
 // Leader's context ends, so the guard's window stays the one the first
-// slow round trip opened.
+// slow round trip opened. The second renewal is sent once the Leader has
+// handled the first's reply: it reports the first's send time then.
 type slowLeases struct {
 	resume.LeaseStore
 	clk                    *fakeClock
 	acquireTook, renewTook time.Duration
 	release                chan struct{}
-	renewed                chan time.Time // the send time of the first renewal, once it returned
+	renewed                chan time.Time // the send time of the first renewal, once the Leader handled it
 	renewals               int
+	firstSent              time.Time
 }
 
 func (s *slowLeases) slow(took time.Duration, call func()) time.Time {
@@ -43,6 +45,9 @@ func (s *slowLeases) Acquire(ctx context.Context, owner string, ttl time.Duratio
 func (s *slowLeases) Renew(ctx context.Context, owner string, epoch int64, ttl time.Duration) (l resume.Lease, ok bool, err error) {
 	s.renewals++
 	if s.renewals > 1 {
+		if s.renewals == 2 {
+			s.renewed <- s.firstSent
+		}
 		<-ctx.Done()
 		return resume.Lease{}, false, ctx.Err()
 	}
@@ -51,8 +56,7 @@ func (s *slowLeases) Renew(ctx context.Context, owner string, epoch int64, ttl t
 	case <-ctx.Done():
 		return resume.Lease{}, false, ctx.Err()
 	}
-	sent := s.slow(s.renewTook, func() { l, ok, err = s.LeaseStore.Renew(ctx, owner, epoch, ttl) })
-	s.renewed <- sent
+	s.firstSent = s.slow(s.renewTook, func() { l, ok, err = s.LeaseStore.Renew(ctx, owner, epoch, ttl) })
 	return l, ok, err
 }
 
