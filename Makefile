@@ -48,7 +48,7 @@ REQUIRE_PROMTOOL ?=
 export CGO_ENABLED := 1
 
 .PHONY: help build test test-integration test-monitoring lint vet staticcheck tidy-check deps-check fuzz bench bench-integration \
-        up down logs docker-build compose-config clean mutate bench-offline bench-online
+        up down logs docker-build compose-config clean mutate bench-offline bench-online spin
 
 help: ## List the targets
 	@echo "Usage: make <target> [VAR=value]"
@@ -64,6 +64,14 @@ build: ## Build bin/materializer (cgo, version stamped)
 test: ## Unit, vector and simulation tests, alert-rule tests with promtool (integration tests self-skip without MongoDB)
 	@command -v promtool >/dev/null 2>&1 || echo "promtool not on PATH: the alert-rule tests and the /metrics lint will skip (apt-get install prometheus, or see .ci/run)"
 	MATERIALIZER_TEST_REQUIRE_PROMTOOL=$(REQUIRE_PROMTOOL) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
+
+# The Promela model of the Leader (watch/testdata/leader.pml): `make test`
+# checks it at the model's own bound (MAXT=8) when spin is on PATH and
+# skips without it; `make spin` requires spin and explores SPIN_MAXT.
+SPIN_MAXT   ?= 10
+
+spin: ## Check the Leader's Promela model with spin at SPIN_MAXT (default 10) time units, and that it finds each planted bug (needs spin, gcc)
+	MATERIALIZER_REQUIRE_SPIN=1 MATERIALIZER_SPIN_MAXT=$(SPIN_MAXT) $(GO) test -count=1 -v -run '^TestLeaderModel' ./watch
 
 # -tags integration links testcontainers (containers_integration_test.go in
 # mongodb/ and cmd/materializer/); `make test` builds without it, so its

@@ -36,7 +36,7 @@
 #define MARGIN  2   /* defaultMargin(TTL) = TTL/3 */
 #define RTT     2   /* a lease round trip's bound: the write timeout, under TTL/2 */
 #ifndef MAXT
-#define MAXT    10  /* the clock stops here: the bound of the exploration */
+#define MAXT    8   /* the clock stops here: the bound (make spin: 10) */
 #endif
 #define N       2   /* instances */
 #ifndef TERMS0
