@@ -48,7 +48,7 @@ REQUIRE_PROMTOOL ?=
 export CGO_ENABLED := 1
 
 .PHONY: help build test test-mql test-integration test-monitoring lint vet staticcheck tidy-check deps-check fuzz bench bench-integration \
-        up down logs docker-build compose-config clean mutate bench-offline bench-online
+        up down logs docker-build compose-config clean mutate bench-offline bench-online spin
 
 help: ## List the targets
 	@echo "Usage: make <target> [VAR=value]"
@@ -80,6 +80,14 @@ $(MQL_DIR)/node_modules/.package-lock.json: $(MQL_DIR)/package-lock.json
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || \
 	  { echo "make test-mql needs Node.js >= 20.19 and npm (apt-get install --no-install-recommends nodejs npm)" >&2; exit 2; }
 	cd $(MQL_DIR) && npm ci --no-audit --no-fund
+# The Promela model of the Leader (watch/testdata/leader.pml): `make test`
+# checks it at the model's own bound (MAXT=8) when spin is on PATH and
+# skips without it; `make spin` requires spin, explores SPIN_MAXT and checks
+# that each planted bug is found.
+SPIN_MAXT   ?= 10
+
+spin: ## Check the Leader's Promela model with spin at SPIN_MAXT (default 10) time units, and that it finds each planted bug (needs spin, gcc)
+	MATERIALIZER_REQUIRE_SPIN=1 MATERIALIZER_SPIN_PLANTED=1 MATERIALIZER_SPIN_MAXT=$(SPIN_MAXT) $(GO) test -count=1 -v -run '^TestLeaderModel' ./watch
 
 # -tags integration links testcontainers (containers_integration_test.go in
 # mongodb/ and cmd/materializer/); `make test` builds without it, so its
