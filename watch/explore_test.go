@@ -108,6 +108,7 @@ type script struct {
 	prefix []int
 	taken  []int
 	sizes  []int
+	replay bool // a replay of one sequence: check every state of it
 }
 
 func (s *script) choose(n int) int {
@@ -121,7 +122,7 @@ func (s *script) choose(n int) int {
 	return c
 }
 
-func (s *script) replaying() bool { return len(s.taken) < len(s.prefix) }
+func (s *script) replaying() bool { return !s.replay && len(s.taken) < len(s.prefix) }
 
 // next returns the prefix of the next sequence in depth-first order: the
 // last choice with another option, bumped; ok is false when none has.
@@ -539,7 +540,7 @@ func (x *exploreWorld) checkState(stepsLeft int) error {
 			p := x.procs[l.Owner[:1]]
 			holder = fmt.Sprintf("%s/%v", l.Owner[:1], p != nil && !p.dead && strings.HasPrefix(l.Owner, p.name+"#"))
 		}
-		fmt.Fprintf(h, "|%v|%d|%s|%d|%d|%d|%d|%d|%d|%v", ok, l.Epoch, holder, stepsLeft, x.writes, x.faults, x.crashes, x.maxWritten, x.lastPos, x.skew)
+		fmt.Fprintf(h, "|%v|%d|%s|%d|%d|%d|%d|%d|%d|%v|%d", ok, l.Epoch, holder, stepsLeft, x.writes, x.faults, x.crashes, x.maxWritten, x.lastPos, x.skew, len(x.subs))
 		if x.lastPos >= 0 && x.lastPos < len(x.ownBy) {
 			fmt.Fprint(h, x.ownBy[x.lastPos:])
 		}
@@ -1023,7 +1024,7 @@ func explore(b exploreBound, shortest bool) exploreResult {
 
 // replay runs one choice sequence and returns its world.
 func replay(b exploreBound, choices []int) (*exploreWorld, *script) {
-	s := &script{prefix: choices}
+	s := &script{prefix: choices, replay: true}
 	x := newExploreWorld(s, b, nil)
 	_ = x.run()
 	return x, s

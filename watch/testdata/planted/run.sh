@@ -19,8 +19,8 @@ for p in "$root"/watch/testdata/planted/*.patch; do
 	(cd "$tmp/src" && git apply "$p")
 	(cd "$tmp/src" && MATERIALIZER_EXPLORE_SHORTEST=1 MATERIALIZER_EXPLORE_BOUND="$bound" \
 		go test ./watch/ -run '^TestExplore$' -count=1 -v -timeout 30m) >"$tmp/explore.txt" 2>&1 || true
-	shortest=$(grep -oE '^choices \([0-9]+\)' "$tmp/explore.txt" | grep -oE '[0-9]+' | sort -n | head -1 || true)
-	violation=$(grep -m1 '^violation: ' "$tmp/explore.txt" | cut -c12-90 || true)
+	shortest=$(grep -oE '^ *choices \([0-9]+\)' "$tmp/explore.txt" | grep -oE '[0-9]+' | sort -n | head -1 || true)
+	violation=$(grep -m1 -E '^ *violation: ' "$tmp/explore.txt" | sed -E 's/^ *violation: //' | cut -c1-90 || true)
 	if [ -n "$shortest" ]; then found="yes ($shortest)"; else found="NO"; fi
 	if (cd "$tmp/src" && go test ./watch/ -run "$sims" -count=1 -timeout 30m) >"$tmp/sims.txt" 2>&1; then
 		random="no"
