@@ -577,24 +577,15 @@ func (p *exploreProc) local() time.Time { return p.x.now.Add(p.skew) }
 
 func (p *exploreProc) term() string { return fmt.Sprintf("%s@%d", p.name, p.epoch) }
 
-// opKind says which faults a store call can meet.
-type opKind int
-
-const (
-	opRead  opKind = iota // source reads, the checkpoint's load, the stream: crash, transient, a foreign write
-	opWrite               // guarded writes: crash, transient, stalls
-	opLease               // the lease: crash, transient
-)
-
 // racePoint names the store calls before which a foreign source write
 // may land during an act: a batch's first reads, the rebuild's cluster
-// time and scan, and every guarded write. (Before the other reads it
-// would cost schedules without new interleavings the bound can afford.)
+// time and scan, and every guarded write (before every read, the
+// schedules would multiply for interleavings these mostly cover).
 var racePoint = map[string]bool{"LookupKeys": true, "Submissions": true, "ClusterTime": true, "ScanSubmissions": true,
 	"Apply": true, "RecordKeys": true, "SaveCheckpoint": true}
 
 // at is the choice point before each store call.
-func (p *exploreProc) at(op string, kind opKind) error {
+func (p *exploreProc) at(op string) error {
 	x := p.x
 	if p.dead || x.violation != "" {
 		return p.die()
@@ -652,7 +643,7 @@ func (p *exploreProc) die() error {
 // client can. It checks fencing when the request leaves.
 func (p *exploreProc) send(ctx context.Context, op string) error {
 	name, _, _ := strings.Cut(op, "(")
-	if err := p.at(name, opWrite); err != nil {
+	if err := p.at(name); err != nil {
 		return err
 	}
 	x := p.x
@@ -775,14 +766,14 @@ func (p *exploreProc) checkSave(cp resume.Checkpoint) {
 }
 
 func (p *exploreProc) LoadCheckpoint(ctx context.Context) (resume.Checkpoint, bool, error) {
-	if err := p.at("LoadCheckpoint", opRead); err != nil {
+	if err := p.at("LoadCheckpoint"); err != nil {
 		return resume.Checkpoint{}, false, err
 	}
 	return p.Store.LoadCheckpoint(ctx)
 }
 
 func (p *exploreProc) Acquire(ctx context.Context, owner string, ttl time.Duration) (resume.Lease, bool, error) {
-	if err := p.at("Acquire", opLease); err != nil {
+	if err := p.at("Acquire"); err != nil {
 		return resume.Lease{}, false, err
 	}
 	l, ok, err := p.Store.Acquire(ctx, owner, ttl)
@@ -804,7 +795,7 @@ func (p *exploreProc) Release(ctx context.Context, owner string, epoch int64) er
 }
 
 func (p *exploreProc) Open(ctx context.Context, at watch.Position) (watch.Stream, error) {
-	if err := p.at("Open", opRead); err != nil {
+	if err := p.at("Open"); err != nil {
 		return nil, err
 	}
 	s, err := p.Store.Open(ctx, at)
@@ -831,7 +822,7 @@ const exploreAwait = time.Second
 // the engine close, process and save the batch it read): the engine's
 // context is cancelled and Run returns.
 func (s *exploreStream) Next(ctx context.Context) (watch.Event, bool, error) {
-	if err := s.p.at("Next", opRead); err != nil {
+	if err := s.p.at("Next"); err != nil {
 		return watch.Event{}, false, err
 	}
 	ev, ok, err := s.Stream.Next(ctx)
@@ -871,77 +862,77 @@ func (p *exploreProc) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResu
 }
 
 func (p *exploreProc) Submissions(ctx context.Context, users []string, pairs []materialize.Pair) ([]materialize.Submission, []*materialize.DecodeError, error) {
-	if err := p.at("Submissions", opRead); err != nil {
+	if err := p.at("Submissions"); err != nil {
 		return nil, nil, err
 	}
 	return p.Store.Submissions(ctx, users, pairs)
 }
 
 func (p *exploreProc) UserStats(ctx context.Context, users []string) (map[string]materialize.UserStats, []*materialize.DecodeError, error) {
-	if err := p.at("UserStats", opRead); err != nil {
+	if err := p.at("UserStats"); err != nil {
 		return nil, nil, err
 	}
 	return p.Store.UserStats(ctx, users)
 }
 
 func (p *exploreProc) SubmissionsByID(ctx context.Context, ids []bson.ObjectID) ([]materialize.Submission, []*materialize.DecodeError, error) {
-	if err := p.at("SubmissionsByID", opRead); err != nil {
+	if err := p.at("SubmissionsByID"); err != nil {
 		return nil, nil, err
 	}
 	return p.Store.SubmissionsByID(ctx, ids)
 }
 
 func (p *exploreProc) Users(ctx context.Context, names []string) (map[string]watch.StoredUser, error) {
-	if err := p.at("Users", opRead); err != nil {
+	if err := p.at("Users"); err != nil {
 		return nil, err
 	}
 	return p.Store.Users(ctx, names)
 }
 
 func (p *exploreProc) Problems(ctx context.Context, ids []int64) (map[int64]*materialize.Problem, []*materialize.DecodeError, error) {
-	if err := p.at("Problems", opRead); err != nil {
+	if err := p.at("Problems"); err != nil {
 		return nil, nil, err
 	}
 	return p.Store.Problems(ctx, ids)
 }
 
 func (p *exploreProc) ProblemsListing(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]int64, error) {
-	if err := p.at("ProblemsListing", opRead); err != nil {
+	if err := p.at("ProblemsListing"); err != nil {
 		return nil, err
 	}
 	return p.Store.ProblemsListing(ctx, homeworks)
 }
 
 func (p *exploreProc) Homeworks(ctx context.Context, ids []bson.ObjectID, users []string) (map[bson.ObjectID]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
-	if err := p.at("Homeworks", opRead); err != nil {
+	if err := p.at("Homeworks"); err != nil {
 		return nil, nil, err
 	}
 	return p.Store.Homeworks(ctx, ids, users)
 }
 
 func (p *exploreProc) EntryKeys(ctx context.Context, homeworks []bson.ObjectID) (map[bson.ObjectID][]watch.EntryRef, []*materialize.DecodeError, error) {
-	if err := p.at("EntryKeys", opRead); err != nil {
+	if err := p.at("EntryKeys"); err != nil {
 		return nil, nil, err
 	}
 	return p.Store.EntryKeys(ctx, homeworks)
 }
 
 func (p *exploreProc) EntriesForProblems(ctx context.Context, problems []int64) (map[int64][]materialize.HomeworkUser, error) {
-	if err := p.at("EntriesForProblems", opRead); err != nil {
+	if err := p.at("EntriesForProblems"); err != nil {
 		return nil, err
 	}
 	return p.Store.EntriesForProblems(ctx, problems)
 }
 
 func (p *exploreProc) LookupKeys(ctx context.Context, ids []bson.ObjectID) (map[bson.ObjectID][]materialize.Pair, error) {
-	if err := p.at("LookupKeys", opRead); err != nil {
+	if err := p.at("LookupKeys"); err != nil {
 		return nil, err
 	}
 	return p.Store.LookupKeys(ctx, ids)
 }
 
 func (p *exploreProc) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
-	if err := p.at("ClusterTime", opRead); err != nil {
+	if err := p.at("ClusterTime"); err != nil {
 		return bson.Timestamp{}, err
 	}
 	t, err := p.Store.ClusterTime(ctx)
@@ -950,7 +941,7 @@ func (p *exploreProc) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 }
 
 func (p *exploreProc) ScanSubmissions(ctx context.Context, fn func(materialize.Submission) error, bad func(*materialize.DecodeError)) error {
-	if err := p.at("ScanSubmissions", opRead); err != nil {
+	if err := p.at("ScanSubmissions"); err != nil {
 		return err
 	}
 	p.x.logf("%s scans the submissions (oplog at event %d)", p.name, p.x.st.OplogLen())
@@ -958,21 +949,21 @@ func (p *exploreProc) ScanSubmissions(ctx context.Context, fn func(materialize.S
 }
 
 func (p *exploreProc) AllProblems(ctx context.Context) ([]*materialize.Problem, []*materialize.DecodeError, error) {
-	if err := p.at("AllProblems", opRead); err != nil {
+	if err := p.at("AllProblems"); err != nil {
 		return nil, nil, err
 	}
 	return p.Store.AllProblems(ctx)
 }
 
 func (p *exploreProc) AllHomeworks(ctx context.Context) ([]*watch.HomeworkDoc, []*materialize.DecodeError, error) {
-	if err := p.at("AllHomeworks", opRead); err != nil {
+	if err := p.at("AllHomeworks"); err != nil {
 		return nil, nil, err
 	}
 	return p.Store.AllHomeworks(ctx)
 }
 
 func (p *exploreProc) AllUsers(ctx context.Context) (map[string]watch.StoredUser, []*materialize.DecodeError, error) {
-	if err := p.at("AllUsers", opRead); err != nil {
+	if err := p.at("AllUsers"); err != nil {
 		return nil, nil, err
 	}
 	return p.Store.AllUsers(ctx)

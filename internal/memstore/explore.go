@@ -105,14 +105,3 @@ func CheckpointPosition(cp resume.Checkpoint) int {
 	}
 	return -1
 }
-
-// OwnEvents reports, for each event after the first from, whether Apply
-// emitted it (an echo of a derived write).
-func (s *Store) OwnEvents(from int) []bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if from >= len(s.own) {
-		return nil
-	}
-	return slices.Clone(s.own[max(from, 0):])
-}
