@@ -1024,9 +1024,9 @@ func replay(b exploreBound, choices []int) (*exploreWorld, *script) {
 // The bounds `make test` explores, each exhaustively: source writes and
 // their races with every act (no faults), and every fault with the
 // clocks skewed (no source write but those the faults bring). Their
-// product (steps=2,writes=1,faults=1,crashes=1,skew=true) costs some
-// 25 minutes of CPU: make explore. MATERIALIZER_EXPLORE_BOUND overrides
-// (bounds separated by ';').
+// product (steps=2,writes=1,faults=1,crashes=1,skew=true: 133,498
+// schedules) costs about 150 s of CPU and runs in make explore.
+// MATERIALIZER_EXPLORE_BOUND overrides (bounds separated by ';').
 const defaultExploreBounds = "steps=3,writes=1;steps=3,faults=1,crashes=1,skew=true"
 
 func exploreBoundsFromEnv(t *testing.T) []exploreBound {
