@@ -46,7 +46,7 @@ func (s *Store) Clone() *Store {
 
 // Fingerprint writes to w everything of the store's data that decides
 // what the engine does next: the documents, the oplog from its horizon
-// and which of its events are echoes, the key index and the checkpoint's
+// and which of its events are echoes (and whether streams drop those), the key index and the checkpoint's
 // position and epoch (not its times nor owner, nor the lease: the caller
 // renders those relative to its clock and instances).
 func (s *Store) Fingerprint(w io.Writer) {
@@ -63,6 +63,11 @@ func (s *Store) Fingerprint(w io.Writer) {
 			num(int64(len(s.colls[coll][k])))
 			_, _ = w.Write(s.colls[coll][k])
 		}
+	}
+	if s.DropOwnEvents {
+		num(1)
+	} else {
+		num(0)
 	}
 	num(int64(s.horizon))
 	num(int64(len(s.oplog)))

@@ -6,7 +6,7 @@
 # table. The working tree itself is never changed.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
-bound=${EXPLORE_BOUND:-"steps=3,writes=1;steps=3,faults=1,crashes=1,skew=true"}
+bound=${EXPLORE_BOUND:-"steps=3,writes=1,echoes=true;steps=3,faults=1,crashes=1,skew=true"}
 sims='^(TestSimulation|TestSimulationForeignWritesBeforeReads|TestSimulationRejudgeWholeProblem|TestTwoInstances)$'
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
