@@ -49,9 +49,9 @@ var exploreBase = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // exploreBound bounds one exploration.
 type exploreBound struct {
-	Steps   int // top-level steps (an act, a source write, the clock, the oplog)
-	Writes  int // source writes, top-level or foreign (during an act)
-	Faults  int // crashes, transient errors, stalls, history lost
+	Steps   int  // top-level steps (an act, a source write, the clock, the oplog)
+	Writes  int  // source writes, top-level or foreign (during an act)
+	Faults  int  // crashes, transient errors, stalls, history lost
 	Crashes int  // of the faults, crashes
 	Skew    bool // a choice: B's clock behind the server's
 	Echoes  bool // a choice: the echoes of the engine's own writes dropped from every stream
