@@ -34,12 +34,13 @@ import (
 // by bumping the last choice that has another option. States reached
 // again between two top-level steps, with the same budget left, are
 // pruned. The properties are checked at every state, not only at the end
-// (exploreWorld.checkSave, checkSend, checkState).
+// (exploreProc.checkSave and checkSend, exploreWorld.checkState).
 
 // exploreTTL is the simulated lease TTL. The Leader's renewal ticker runs
 // on the real clock (every TTL/3 = 20 real minutes), so it never fires
-// during an act: each act of an instance is one lease term (Leader.Do),
-// and the lease is renewed by no one but a new term.
+// during an act: each act of an instance is one lease term (Leader.Do)
+// that is never renewed; the renewal loop's interleavings are not
+// enumerated here.
 const exploreTTL = time.Hour
 
 // exploreBase is the simulated server clock's start: far after the real
