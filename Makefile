@@ -48,7 +48,7 @@ REQUIRE_PROMTOOL ?=
 export CGO_ENABLED := 1
 
 .PHONY: help build test test-mql test-integration test-monitoring lint vet staticcheck tidy-check deps-check fuzz bench bench-integration \
-        up down logs docker-build compose-config clean mutate bench-offline bench-online spin
+        up down logs docker-build compose-config clean mutate bench-offline bench-online spin explore explore-planted
 
 help: ## List the targets
 	@echo "Usage: make <target> [VAR=value]"
@@ -120,6 +120,18 @@ deps-check: ## Fail when make test's build links a test-only heavy dependency (H
 	  echo "make test links the packages above: keep testcontainers behind -tags integration and PromQL in deploy/monitoring" >&2; exit 1; fi
 	@if $(GO) list -deps ./cmd/materializer | grep -x 'github.com/normal-oj/noj-materializer/internal/memstore'; then \
 	  echo "the materializer binary links the in-memory store: it serves tests and simulation only (offline commands stream dumps)" >&2; exit 1; fi
+
+# The protocol explorer (watch/explore_test.go): every schedule within a
+# bound, over the real engine, leader and rebuilds. `make test` runs its
+# default bounds; `make explore` a larger set (EXPLORE_BOUND: bounds
+# separated by ';', keys steps, writes, faults, crashes, skew, echoes).
+EXPLORE_BOUND ?= steps=4,writes=1,echoes=true;steps=4,faults=1,crashes=1,skew=true;steps=2,writes=1,faults=1,crashes=1,skew=true
+
+explore: ## Exhaustive exploration of the resume/lease/hand-off protocol at a larger bound (EXPLORE_BOUND; about 3 min of CPU)
+	MATERIALIZER_EXPLORE_BOUND='$(EXPLORE_BOUND)' $(GO) test -count=1 -timeout 4h -run '^TestExplore$$' -v ./watch/
+
+explore-planted: ## Plant each protocol bug of watch/testdata/planted in a copy of the tree: does the explorer find it (shortest), do the random simulations?
+	watch/testdata/planted/run.sh
 
 test-monitoring: ## The monitoring kit's PromQL checks (module deploy/monitoring: github.com/prometheus/prometheus's parser); CI runs it
 	cd deploy/monitoring && $(GO) test -count=1 $(TESTFLAGS) ./...

@@ -128,9 +128,11 @@ func Rebuild(ctx context.Context, st RebuildStore, d *materialize.Deriver, opts 
 		}
 		group = append(group, s)
 		if !opts.DryRun {
-			// One backing array per flush instead of one slice per submission.
+			// One backing array per flush instead of one slice per
+			// submission; the first ones small, doubling, so a rebuild
+			// of a few submissions does not allocate and clear 2.4 MB.
 			if len(pairBuf) == cap(pairBuf) {
-				pairBuf = make([]materialize.Pair, 0, 10*opts.FlushEvery)
+				pairBuf = make([]materialize.Pair, 0, min(10*opts.FlushEvery, max(1024, 2*cap(pairBuf))))
 			}
 			p := materialize.Pair{User: s.User, Problem: s.Problem}
 			if prev, seen := keys[s.ID]; seen {

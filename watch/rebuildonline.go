@@ -39,6 +39,9 @@ type OnlineRebuildOptions struct {
 	// Progress receives progress reports every ProgressEvery.
 	Progress      progress.Sink
 	ProgressEvery time.Duration
+	// Now is the local clock the lease's write guard measures time with
+	// (Leader.Now; time.Now when nil).
+	Now func() time.Time
 }
 
 // RebuildOnline rebuilds db once (a dry run: reports only). It writes
@@ -55,9 +58,9 @@ func RebuildOnline(ctx context.Context, db RebuildTarget, opts OnlineRebuildOpti
 			Progress: progress.New(opts.Progress, nil, opts.ProgressEvery, 0)})
 		return rep, resume.Checkpoint{}, err
 	}
-	leader := &Leader{Leases: db, Owner: opts.Owner, TTL: opts.TTL, Log: opts.Log,
+	leader := &Leader{Leases: db, Owner: opts.Owner, TTL: opts.TTL, Log: opts.Log, Now: opts.Now,
 		NewEngine: func(epoch int64) *Engine {
-			return &Engine{Store: db, Feed: db, Checkpoints: db, Log: opts.Log, Progress: opts.Progress,
+			return &Engine{Store: db, Feed: db, Checkpoints: db, Log: opts.Log, Progress: opts.Progress, Now: opts.Now,
 				Config: Config{Epoch: epoch, Owner: opts.Owner}}
 		}}
 	var (
