@@ -27,7 +27,7 @@ import (
 // step of the world into a choice point: which instance acts next, which
 // source write lands, the clock passing a lease's expiry, the oplog
 // rolling past the checkpoint, and at each store call a crash, a transient
-// error, a foreign write, or a stall after the write guard passed (before
+// or an unauthorized error (the policy exits on it), a foreign write, or a stall after the write guard passed (before
 // the request leaves, or with the request in flight). A depth-first
 // search enumerates every choice sequence within a bound by stateless
 // re-execution: replay a prefix, extend it with first choices, backtrack
@@ -479,6 +479,9 @@ func (x *exploreWorld) act(name string) {
 	if name == "R" {
 		_, cp, err := watch.RebuildOnline(ctx, p, watch.OnlineRebuildOptions{Owner: p.name, TTL: exploreTTL, Log: zerolog.Nop(), Now: p.local})
 		x.logf("%s: RebuildOnline returns (checkpoint at event %d, epoch %d): %v", p.name, memstore.CheckpointPosition(cp), cp.Epoch, errText(err))
+		if p.exits {
+			p.dead = true
+		}
 		return
 	}
 	l := &watch.Leader{Leases: p, Owner: p.name, TTL: exploreTTL, Log: zerolog.Nop(), Now: p.local, Metrics: x.metrics,
@@ -494,6 +497,10 @@ func (x *exploreWorld) act(name string) {
 		return eng.Run(jctx)
 	})
 	x.logf("%s: term ends: %v", p.name, errText(err))
+	if p.exits {
+		p.dead = true
+		x.logf("%s exits", p.name)
+	}
 }
 
 func errText(err error) string {
@@ -584,6 +591,7 @@ type exploreProc struct {
 	skew   time.Duration
 	epoch  int64
 	dead   bool
+	exits  bool // an injected error the fault policy answers by exiting
 	cancel context.CancelFunc
 	ops    int
 }
@@ -630,6 +638,18 @@ func (p *exploreProc) at(op string) error {
 			x.faults++
 			x.logf("%s: %s fails (transient: a network error)", p.name, op)
 			return watch.WithClass(watch.Transient, fmt.Errorf("%s: injected network error", op))
+		}})
+	}
+	if x.faults < x.b.Faults {
+		opts = append(opts, option{"unauthorized", func() error {
+			// The policy exits on it (a privilege revoked): the term
+			// ends through the engine's and the Leader's exit paths
+			// (what is saved on the way out, the lease released), then
+			// the process is gone.
+			x.faults++
+			p.exits = true
+			x.logf("%s: %s fails (unauthorized: the process will exit)", p.name, op)
+			return watch.WithClass(watch.Unauthorized, fmt.Errorf("%s: injected Unauthorized (13)", op))
 		}})
 	}
 	if racePoint[op] && x.writes < x.b.Writes {
