@@ -750,6 +750,30 @@ func TestArchiveInterrupted(t *testing.T) {
 	}
 }
 
+// TestArchiveWriteInterruptedInLastNamespace: a context cancelled while
+// the last namespace is being written (where a signal most often lands: it
+// is usually submission, the bulk of the archive) fails Write, so the
+// caller removes its partial output instead of moving it into place.
+func TestArchiveWriteInterruptedInLastNamespace(t *testing.T) {
+	ta, _ := interleavedArchive(t)
+	a := unpack(t, ta.bytes(t))
+	var total int64
+	if err := a.Write(context.Background(), io.Discard, nil, func(n int64) { total += n }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var sum int64
+	err := a.Write(ctx, io.Discard, nil, func(n int64) {
+		if sum += n; sum >= total {
+			cancel() // on the last bytes: past every per-namespace check
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write = %v, want context.Canceled", err)
+	}
+}
+
 func emptyTemp(t *testing.T, dir string) {
 	t.Helper()
 	if left, _ := os.ReadDir(dir); len(left) > 0 {

@@ -56,6 +56,10 @@ func (a *Archive) Write(ctx context.Context, w io.Writer, rewrite map[string]Rew
 			return err
 		}
 	}
+	// A namespace is copied whole: a cancel during the last one is seen here.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return e.close()
 }
 

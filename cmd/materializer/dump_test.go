@@ -256,6 +256,20 @@ func TestDumpErrors(t *testing.T) {
 			t.Fatalf("want exit 2\n%v", r)
 		}
 	})
+	// The message gives the variable's current value apart from the
+	// dump's database names, not as if it were the dumped database's.
+	t.Run("another database's dump", func(t *testing.T) {
+		dir := filepath.Join(root, "other-db")
+		writeDump(t, filepath.Join(dir, "normal-oj"), v.DB, nil)
+		t.Setenv("MATERIALIZER_DATABASE", "wrong")
+		r := runCLI(t, "verify", "--dump", dir)
+		if r.code != exitConfig {
+			t.Fatalf("want exit 2\n%v", r)
+		}
+		if !strings.Contains(r.stderr, "normal-oj/") || !strings.Contains(r.stderr, `(now "wrong")`) {
+			t.Errorf("the message does not name the dump's database and the variable's current value apart\n%v", r)
+		}
+	})
 	t.Run("a file, not a directory", func(t *testing.T) {
 		f := filepath.Join(good, "user.bson")
 		r := runCLI(t, "verify", "--dump", f)

@@ -117,7 +117,7 @@ func onSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, stderr io.
 	first := <-sigs
 	cancel(&interruptedError{first})
 	second := <-sigs
-	fmt.Fprintf(stderr, "materializer: %s again: exiting at once (a partial output may be left: a hidden .partial-* directory)\n", signalName(second))
+	fmt.Fprintf(stderr, "materializer: %s again: exiting at once (may be left: a hidden .partial-* output, an unpacked archive in $TMPDIR/materializer-archive-*)\n", signalName(second))
 	exit(signalExit(second))
 }
 

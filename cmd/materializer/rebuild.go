@@ -175,7 +175,7 @@ func dumpError(err error, database string) error {
 	var ie *dump.IncompleteError
 	switch {
 	case errors.As(err, &nf) && len(nf.Others) > 0, errors.As(err, &ie) && ie.NoneFound:
-		return &configError{fmt.Sprintf("%v: set %s_DATABASE to the dumped database's name (it is %q)", err, envPrefix, database)}
+		return &configError{fmt.Sprintf("%v: set %s_DATABASE to the dumped database's name (now %q)", err, envPrefix, database)}
 	case errors.As(err, &nf):
 		return &configError{fmt.Sprintf("%v (%s_DATABASE is %q)", err, envPrefix, database)}
 	}

@@ -248,6 +248,13 @@ func TestOnSignals(t *testing.T) {
 		if code != 130 {
 			t.Errorf("second signal (SIGINT): exit %d, want 130", code)
 		}
+		// What a second signal can leave: an output's partial directory,
+		// or an archive unpacked into $TMPDIR (often the larger).
+		for _, left := range []string{".partial-*", "materializer-archive-*"} {
+			if !strings.Contains(stderr.String(), left) {
+				t.Errorf("second signal's message does not name %s: %q", left, stderr.String())
+			}
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the second signal did not exit")
 	}
