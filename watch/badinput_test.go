@@ -459,6 +459,7 @@ func biHugeRefs() int { return 100_000 }
 func biHugeStudents() int { return 50_000 }
 
 func TestBadInputRebuild(t *testing.T) {
+	t.Parallel() // its own store and clock: runs beside the explorer
 	c := newBICorpus(biHugeRefs(), biHugeStudents())
 	st := memstore.New()
 	biLoad(t, st, c)
@@ -496,6 +497,7 @@ func TestBadInputRebuild(t *testing.T) {
 
 // TestBadInputEngineDrain feeds the whole corpus through the change feed.
 func TestBadInputEngineDrain(t *testing.T) {
+	t.Parallel() // its own store and clock: runs beside the explorer
 	c := newBICorpus(biHugeRefs(), biHugeStudents())
 	st := memstore.New()
 	eng, m := biEngine(st)

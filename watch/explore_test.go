@@ -477,7 +477,7 @@ func (x *exploreWorld) act(name string) {
 	p.epoch, p.ops = 0, 0
 	ctx := context.Background()
 	if name == "R" {
-		_, cp, err := watch.RebuildOnline(ctx, p, watch.OnlineRebuildOptions{Owner: p.name, TTL: exploreTTL, Log: zerolog.Nop(), Now: p.local})
+		_, cp, err := watch.RebuildOnline(ctx, p, watch.OnlineRebuildOptions{Owner: p.name, TTL: exploreTTL, Log: zerolog.Nop(), Now: p.local, Metrics: x.metrics})
 		x.logf("%s: RebuildOnline returns (checkpoint at event %d, epoch %d): %v", p.name, memstore.CheckpointPosition(cp), cp.Epoch, errText(err))
 		if p.exits {
 			p.dead = true

@@ -143,6 +143,7 @@ func leaseRuns() int {
 // after the feed drains the stored derived state equals Derive of the final
 // source, with a further idle drain writing nothing.
 func TestTwoInstances(t *testing.T) {
+	t.Parallel() // its own store and clock: runs beside the explorer
 	runs := leaseRuns()
 	stalls, crashes, takeovers := 0, 0, 0
 	for seed := uint64(1); seed <= uint64(runs); seed++ {

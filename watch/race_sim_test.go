@@ -254,6 +254,7 @@ type raceFigures struct {
 // depend on echoes: every source change's events resolve to every derived
 // key it affects.
 func TestSimulationForeignWritesBeforeReads(t *testing.T) {
+	t.Parallel() // its own store and clock: runs beside the explorer
 	for _, mode := range []struct {
 		name            string
 		drop, malformed bool

@@ -42,6 +42,9 @@ type OnlineRebuildOptions struct {
 	// Now is the local clock the lease's write guard measures time with
 	// (Leader.Now; time.Now when nil).
 	Now func() time.Time
+	// Metrics are the leader's and the engine's (nil: unregistered ones
+	// of their own).
+	Metrics *Metrics
 }
 
 // RebuildOnline rebuilds db once (a dry run: reports only). It writes
@@ -58,9 +61,9 @@ func RebuildOnline(ctx context.Context, db RebuildTarget, opts OnlineRebuildOpti
 			Progress: progress.New(opts.Progress, nil, opts.ProgressEvery, 0)})
 		return rep, resume.Checkpoint{}, err
 	}
-	leader := &Leader{Leases: db, Owner: opts.Owner, TTL: opts.TTL, Log: opts.Log, Now: opts.Now,
+	leader := &Leader{Leases: db, Owner: opts.Owner, TTL: opts.TTL, Log: opts.Log, Now: opts.Now, Metrics: opts.Metrics,
 		NewEngine: func(epoch int64) *Engine {
-			return &Engine{Store: db, Feed: db, Checkpoints: db, Log: opts.Log, Progress: opts.Progress, Now: opts.Now,
+			return &Engine{Store: db, Feed: db, Checkpoints: db, Log: opts.Log, Progress: opts.Progress, Now: opts.Now, Metrics: opts.Metrics,
 				Config: Config{Epoch: epoch, Owner: opts.Owner}}
 		}}
 	var (

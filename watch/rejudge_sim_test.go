@@ -235,6 +235,7 @@ func checkOnlyStatusMoved(t *testing.T, before, now *materialize.Result, scope f
 // the derived state equals that of a store that only ever held the new
 // results: the old results count for nothing.
 func TestSimulationRejudgeWholeProblem(t *testing.T) {
+	t.Parallel() // its own store and clock: runs beside the explorer
 	seeds := 5
 	if testing.Short() {
 		seeds = 1

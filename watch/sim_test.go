@@ -387,6 +387,7 @@ func simRuns() int {
 // derived state must equal Derive of the final source state, and a further
 // idle drain must write nothing.
 func TestSimulation(t *testing.T) {
+	t.Parallel() // its own store and clock: runs beside the explorer
 	runs := simRuns()
 	crashes := 0
 	ops := map[string]int{}
