@@ -84,10 +84,10 @@ $(MQL_DIR)/node_modules/.package-lock.json: $(MQL_DIR)/package-lock.json
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || \
 	  { echo "make test-mql needs Node.js >= 20.19 and npm (apt-get install --no-install-recommends nodejs npm)" >&2; exit 2; }
 	cd $(MQL_DIR) && npm ci --no-audit --no-fund
-# The Promela model of the Leader (watch/testdata/leader.pml): `make test`
-# checks it at the model's own bound (MAXT=8) when spin is on PATH and
-# skips without it; `make spin` requires spin, explores SPIN_MAXT and checks
-# that each planted bug is found.
+# The Promela model of the Leader (watch/testdata/leader.pml): `make spin`
+# requires spin, explores SPIN_MAXT and checks that each planted bug is
+# found; `make test` runs only TestLeaderModelInStep (the model in step
+# with the code), which needs no spin.
 SPIN_MAXT   ?= 10
 
 spin: ## Check the Leader's Promela model with spin at SPIN_MAXT (default 10) time units, and that it finds each planted bug (needs spin, gcc)
