@@ -12,6 +12,7 @@ import (
 	"github.com/normal-oj/noj-materializer/internal/memstore"
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
+	"github.com/normal-oj/noj-materializer/resume"
 	"github.com/normal-oj/noj-materializer/watch"
 )
 
@@ -69,15 +70,7 @@ func (m *movingStore) Read(ctx context.Context, r *watch.Reads) (*watch.ReadResu
 // echo of the first batch's write to bob's entry recomputed it (seen
 // failing without it).
 func TestInsertedSubmissionMovedBeforeTheReadsConvergesWithoutEchoes(t *testing.T) {
-	f := newFixture(t)
-	must(f.st.Load(materialize.CollUser, mtest.Raw("_id", "bob", "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
-	hw := f.st.Get(materialize.CollHomework, f.hw)
-	must(f.st.Update(materialize.CollHomework, setFields(hw, "studentStatus", mtest.D(
-		fxUser, mtest.D("7", mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})),
-		"bob", mtest.D("7", mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})))), []string{"studentStatus"}))
-	drain(t, f.st)
-	cp, _, err := f.st.LoadCheckpoint(context.Background())
-	must(err)
+	f, cp := newFixtureWithBob(t)
 
 	ts := f.end.Add(-time.Hour)
 	judged := func(id bson.ObjectID, user string) bson.Raw {
@@ -113,6 +106,21 @@ func TestInsertedSubmissionMovedBeforeTheReadsConvergesWithoutEchoes(t *testing.
 	checkConverged(t, f.st, "after the move and the delete, without echoes")
 }
 
+// newFixtureWithBob is the fixture with a second student, bob, holding an
+// entry for problem 7 beside alice's, drained; cp is its checkpoint.
+func newFixtureWithBob(t *testing.T) (*fixture, resume.Checkpoint) {
+	f := newFixture(t)
+	must(f.st.Load(materialize.CollUser, mtest.Raw("_id", "bob", "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
+	hw := f.st.Get(materialize.CollHomework, f.hw)
+	must(f.st.Update(materialize.CollHomework, setFields(hw, "studentStatus", mtest.D(
+		fxUser, mtest.D("7", mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})),
+		"bob", mtest.D("7", mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})))), []string{"studentStatus"}))
+	drain(t, f.st)
+	cp, _, err := f.st.LoadCheckpoint(context.Background())
+	must(err)
+	return f, cp
+}
+
 // openStream opens st's change stream after token and returns a function
 // that reads every event available now (one batch's worth).
 func openStream(st *memstore.Store, token bson.Raw) func() []watch.Event {
@@ -140,15 +148,7 @@ func openStream(st *memstore.Store, token bson.Raw) func() []watch.Event {
 // bob's counts and entry short of it (seen failing with insertedInBatch
 // keeping a submission through an update of unknown fields).
 func TestInsertedThenUndecodableUpdateIsLookedUp(t *testing.T) {
-	f := newFixture(t)
-	must(f.st.Load(materialize.CollUser, mtest.Raw("_id", "bob", "submission", int32(0), "AC_submission", int32(0), "AC_problem_ids", bson.A{})))
-	hw := f.st.Get(materialize.CollHomework, f.hw)
-	must(f.st.Update(materialize.CollHomework, setFields(hw, "studentStatus", mtest.D(
-		fxUser, mtest.D("7", mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})),
-		"bob", mtest.D("7", mtest.D("score", int32(0), "problemStatus", nil, "submissionIds", bson.A{})))), []string{"studentStatus"}))
-	drain(t, f.st)
-	cp, _, err := f.st.LoadCheckpoint(context.Background())
-	must(err)
+	f, cp := newFixtureWithBob(t)
 
 	ts := f.end.Add(-time.Hour)
 	s := bson.NewObjectIDFromTimestamp(ts)
