@@ -21,7 +21,7 @@ import (
 // selection gives up, wrapped the way Open wraps it.
 func selectionError(kind description.TopologyKind, servers ...description.Server) error {
 	sse := drivertopology.ServerSelectionError{Wrapped: context.DeadlineExceeded, Desc: description.Topology{Kind: kind, Servers: servers}}
-	return fmt.Errorf("mongodb mongodb://h: ping: %w", sse)
+	return fmt.Errorf("mongodb://h: ping: %w", sse)
 }
 
 func server(addr string, kind description.ServerKind, lastErr error) description.Server {
@@ -173,7 +173,7 @@ func TestConnectHintNoDirectConnectionAdvice(t *testing.T) {
 // a MongoDB 4.2 server (wire version 8, x/mongo/driver/topology/fsm.go:151)
 // gets a hint naming the upgrade section of the operations guide.
 func TestConnectHintOldServer(t *testing.T) {
-	err := fmt.Errorf("mongodb mongodb://db:27017/: ping: %w",
+	err := fmt.Errorf("mongodb://db:27017/: ping: %w",
 		errors.New("server at db:27017 reports wire version 8, but this version of the Go driver requires at least 9 (MongoDB 4.4)"))
 	h := ConnectHint("mongodb://db:27017/", err)
 	for _, w := range []string{"db:27017", "wire version 8", "4.4", upgradeDocs} {

@@ -42,7 +42,7 @@ func TestScrubKeepsChain(t *testing.T) {
 	uri := "mongodb://u:p%40ss@h/?authMechanismProperties=AWS_SESSION_TOKEN:tok"
 	secrets := uriSecrets(uri)
 	base := mongo.CommandError{Code: 18, Message: "auth failed for p@ss with p%40ss and AWS_SESSION_TOKEN:tok"}
-	err := scrub(fmt.Errorf("mongodb %s: %w", Redact(uri), base), secrets)
+	err := scrub(fmt.Errorf("%s: %w", Redact(uri), base), secrets)
 	msg := err.Error()
 	for _, s := range []string{"p@ss", "p%40ss", "AWS_SESSION_TOKEN:tok"} {
 		if strings.Contains(msg, s) {
