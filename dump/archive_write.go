@@ -35,6 +35,7 @@ func (a *Archive) Write(ctx context.Context, w io.Writer, rewrite map[string]Rew
 		}
 	}
 	e := newArchiveEncoder(w, a.Gzip, written)
+	e.ctx = ctx
 	if err := e.prelude(a.header, a.meta); err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func (a *Archive) Write(ctx context.Context, w io.Writer, rewrite map[string]Rew
 			return err
 		}
 	}
-	// A namespace is copied whole: a cancel during the last one is seen here.
+	// A cancel after the last write of the last namespace is seen here.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -102,12 +103,15 @@ func (a *Archive) writeDocuments(out io.Writer, n *archiveNS, rewrite map[string
 }
 
 // archiveEncoder writes the parts of an archive stream, gzip-compressed
-// or not; its Write counts the bytes before compression (written).
+// or not; its Write counts the bytes before compression (written) and,
+// once ctx (when set) ends, fails with ctx's error, so that a copy stops
+// within the namespace it is writing.
 type archiveEncoder struct {
 	bw      *bufio.Writer
 	zw      *gzip.Writer
 	out     io.Writer
 	written func(int64)
+	ctx     context.Context
 }
 
 func newArchiveEncoder(w io.Writer, gz bool, written func(int64)) *archiveEncoder {
@@ -122,6 +126,11 @@ func newArchiveEncoder(w io.Writer, gz bool, written func(int64)) *archiveEncode
 
 // Write writes p to the stream (uncompressed), errors saying so.
 func (e *archiveEncoder) Write(p []byte) (int, error) {
+	if e.ctx != nil {
+		if err := e.ctx.Err(); err != nil {
+			return 0, err
+		}
+	}
 	n, err := e.out.Write(p)
 	if e.written != nil && n > 0 {
 		e.written(int64(n))
