@@ -697,6 +697,16 @@ func TestArchiveFile(t *testing.T) {
 	if b, _ := os.ReadFile(q); string(b) != "theirs" {
 		t.Fatalf("their file became %q", b)
 	}
+	// A name ending in a separator names a directory: refused at once,
+	// not after the whole archive is written (seen failing: the final
+	// rename failed, "not a directory").
+	if af, err := dump.CreateArchiveFile(filepath.Join(dir, "newdir") + string(filepath.Separator)); err == nil {
+		af.Abort()
+		t.Fatal("an output naming a directory (trailing separator) was accepted")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("a refused output left %v", entries)
+	}
 }
 
 // TestArchiveNames: collection names that are no file names, or that a

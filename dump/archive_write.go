@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -319,6 +320,9 @@ type ArchiveFile struct {
 // CreateArchiveFile starts writing an archive to path, which must not
 // exist. Missing parent directories are created.
 func CreateArchiveFile(path string) (*ArchiveFile, error) {
+	if strings.HasSuffix(path, string(filepath.Separator)) {
+		return nil, fmt.Errorf("write archive %s: names a directory (an archive is a file)", path)
+	}
 	if st, err := os.Lstat(path); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("write archive %s: is a directory (an archive is written to a file)", path)
 	} else if err == nil {
