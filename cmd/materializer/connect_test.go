@@ -72,7 +72,7 @@ func TestCommandsSayWhereAndHint(t *testing.T) {
 		say, hintLine := "connecting to mongodb://u:xxxxx@127.0.0.1:1/", "\nhint: nothing answers at 127.0.0.1:1"
 		if args[0] == "run" {
 			say = `"uri":"mongodb://u:xxxxx@127.0.0.1:1/?serverSelectionTimeoutMS=300","time"` // the log line "connecting to MongoDB"
-			hintLine = `"hint":"hint: nothing answers at 127.0.0.1:1`                          // run's fatal error is a log line too
+			hintLine = `"hint":"nothing answers at 127.0.0.1:1`                                // run's fatal error is a log line too
 		}
 		at, hint := strings.Index(r.stderr, say), strings.Index(r.stderr, hintLine)
 		if at < 0 || hint < 0 || at > hint {

@@ -44,7 +44,7 @@ func TestIntegrationOldServerHint(t *testing.T) {
 		t.Errorf("status on 4.2: want exit 1, the driver's error and a hint naming %s\n%v", upgradeDocs, r)
 	}
 	r = runCLI(t, "run")
-	if r.code != exitFail || !strings.Contains(r.stderr, `"hint":"hint: the server at`) || !strings.Contains(r.stderr, upgradeDocs) {
+	if r.code != exitFail || !strings.Contains(r.stderr, `"hint":"the server at`) || !strings.Contains(r.stderr, upgradeDocs) {
 		t.Errorf("run on 4.2: want exit 1 and a JSON log line with the hint\n%v", r)
 	}
 }

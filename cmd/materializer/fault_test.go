@@ -33,7 +33,7 @@ func TestRunFatalErrorIsJSON(t *testing.T) {
 	if last["level"] != "error" || !strings.Contains(fmt.Sprint(last["error"]), "127.0.0.1:1") {
 		t.Errorf("last line %v: want level error and the error", last)
 	}
-	if h := fmt.Sprint(last["hint"]); !strings.HasPrefix(h, "hint: nothing answers at 127.0.0.1:1") {
+	if h := fmt.Sprint(last["hint"]); !strings.HasPrefix(h, "nothing answers at 127.0.0.1:1") {
 		t.Errorf("last line %v: want the hint in a field", last)
 	}
 }

@@ -26,7 +26,8 @@ func cmdRebuild(ctx context.Context, env *environment, args []string) error {
 	fs := newFlags(env, "rebuild", "[--dry-run] [--max-diffs N] [--quiet] [--dump DIR --out OUT]", `Recompute every user's counts and every studentStatus entry from the source
 documents, write the values that differ, record each submission's (user,
 problem) in the key index, and save a checkpoint at the cluster time read
-before the scan, so a following 'run' misses nothing. Then exit 0.
+before the scan, so a following 'run' misses nothing. Exit 1 when the
+server refused some writes for good (naming them), else 0.
 
 Offline: --dump DIR reads a mongodump directory (DIR/<database>/ or DIR
 itself; all four collections must be there) and --out OUT writes a

@@ -131,7 +131,9 @@ func logFatal(log zerolog.Logger, err error) error {
 	ev := log.Error()
 	var ce *connectError
 	if errors.As(err, &ce) {
-		ev = ev.Str("error", strings.TrimSuffix(err.Error(), "\n"+ce.hint)).Str("hint", ce.hint)
+		// The field names it a hint already: its value without the
+		// "hint: " its text line starts with.
+		ev = ev.Str("error", strings.TrimSuffix(err.Error(), "\n"+ce.hint)).Str("hint", strings.TrimPrefix(ce.hint, "hint: "))
 	} else {
 		ev = ev.Err(err)
 	}
