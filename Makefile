@@ -131,7 +131,7 @@ deps-check: ## Fail when make test's build links a test-only heavy dependency (H
 # separated by ';', keys steps, writes, faults, crashes, skew, echoes).
 EXPLORE_BOUND ?= steps=4,writes=1,echoes=true;steps=4,faults=1,crashes=1,skew=true;steps=2,writes=1,faults=1,crashes=1,skew=true
 
-explore: ## Exhaustive exploration of the resume/lease/hand-off protocol at a larger bound (EXPLORE_BOUND; about 3 min of CPU)
+explore: ## Exhaustive exploration of the resume/lease/hand-off protocol at a larger bound (EXPLORE_BOUND; about 2 min of CPU)
 	MATERIALIZER_EXPLORE_BOUND='$(EXPLORE_BOUND)' $(GO) test -count=1 -timeout 4h -run '^TestExplore$$' -v ./watch/
 
 explore-planted: ## Plant each protocol bug of watch/testdata/planted in a copy of the tree: does the explorer find it (shortest), do the random simulations?
