@@ -347,15 +347,7 @@ func mqlReadCases(t *testing.T) []mqlCase {
 	for seed := range mqlSeeds {
 		r := rand.New(rand.NewPCG(uint64(seed), 29))
 		db := mqlReadDB(r, mqlUsers, hws)
-		sub := func(vals []string) []string {
-			var out []string
-			for _, v := range vals {
-				if r.IntN(2) == 0 {
-					out = append(out, v)
-				}
-			}
-			return out
-		}
+		sub := func(vals []string) []string { return randomSubset(r, vals) }
 		rd := &watch.Reads{Users: sub(append(append([]string{}, mqlUsers...), "nobody")), HomeworkUsers: sub(mqlUsers)}
 		for range r.IntN(4) {
 			rd.Pairs = append(rd.Pairs, materialize.Pair{User: mqlUsers[r.IntN(len(mqlUsers))], Problem: int64(1 + r.IntN(5))})

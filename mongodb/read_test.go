@@ -590,6 +590,17 @@ func (e evalSeparate) Homeworks(_ context.Context, ids []bson.ObjectID, users []
 // randomReadDB is a random database of the four source collections, with
 // the unusual documents of randomSubmission and users, problems and
 // homeworks of every shape the decoders tell apart.
+// randomSubset returns each of vals with probability one half, in order.
+func randomSubset(r *rand.Rand, vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		if r.IntN(2) == 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func randomReadDB(r *rand.Rand, users []string, hws []bson.ObjectID) evalDB {
 	db := evalDB{}
 	for i := range r.IntN(40) {
@@ -673,15 +684,7 @@ func TestReadPipeline(t *testing.T) {
 	for seed := range n {
 		r := rand.New(rand.NewPCG(uint64(seed), 19))
 		db := randomReadDB(r, users, hws)
-		sub := func(vals []string) []string {
-			var out []string
-			for _, v := range vals {
-				if r.IntN(2) == 0 {
-					out = append(out, v)
-				}
-			}
-			return out
-		}
+		sub := func(vals []string) []string { return randomSubset(r, vals) }
 		rd := &watch.Reads{Users: sub(append(slices.Clone(users), "nobody")), HomeworkUsers: sub(users)}
 		for range r.IntN(4) {
 			rd.Pairs = append(rd.Pairs, materialize.Pair{User: users[r.IntN(len(users))], Problem: int64(1 + r.IntN(5))})
