@@ -46,7 +46,7 @@ func TestIntegrationEnsureIndexesUnusableSameKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if unusable, ok := usableMatch(specs, coverKeys); !ok {
+			if unusable, ok := usableMatch(specs, indexes[0]); !ok {
 				t.Errorf("EnsureIndexes succeeded with no usable covering index; listed %v", unusable)
 			}
 		})

@@ -233,3 +233,47 @@ func TestEnsureIndexesUnusableSameKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestEnsureIndexesOptionsPerIndex: whether an option makes an index
+// unusable depends on the queries it serves. Only the covering index is
+// read unfiltered (the scan), so only there does sparse disqualify; a
+// collation disqualifies an index with a string key (user), not
+// {homeworks: 1} (ObjectIds); hidden and partial disqualify every one.
+func TestEnsureIndexesOptionsPerIndex(t *testing.T) {
+	sparse := bson.E{Key: "sparse", Value: true}
+	collated := bson.E{Key: "collation", Value: bson.D{{Key: "locale", Value: "fr"}}}
+	hidden := bson.E{Key: "hidden", Value: true}
+	cases := []struct {
+		name  string
+		index int // of indexes
+		opt   bson.E
+		built bool // ours is created beside it
+	}{
+		{"covering, sparse", 0, sparse, true},
+		{"problem_1_user_1, sparse", 1, sparse, false},
+		{"problem_1_user_1, collated", 1, collated, true},
+		{"problem_1_user_1, hidden", 1, hidden, true},
+		{"homeworks_1, sparse", 2, sparse, false},
+		{"homeworks_1, collated", 2, collated, false},
+		{"homeworks_1, hidden", 2, hidden, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fakeIndexes{specs: map[string][]bson.Raw{}}
+			for i, ix := range indexes {
+				var opts []bson.E
+				if i == c.index {
+					opts = append(opts, c.opt)
+				}
+				f.specs[ix.Collection] = append(f.specs[ix.Collection], spec(t, "theirs_"+ix.Name, ix.Keys, opts...))
+			}
+			if err := ensureIndexes(context.Background(), f, nil, 0); err != nil {
+				t.Fatal(err)
+			}
+			ix := indexes[c.index]
+			if built := slices.Contains(f.calls, "create "+ix.Collection+" "+ix.Name); built != c.built {
+				t.Errorf("%s with %s: built %v, want %v (calls %q)", ix.Name, c.opt.Key, built, c.built, f.calls)
+			}
+		})
+	}
+}

@@ -289,8 +289,8 @@ func clusterTimeOf(resp bson.Raw) (bson.Timestamp, error) {
 
 // indexes are the indexes EnsureIndexes creates (see there for why).
 var indexes = []IndexBuild{
-	{Collection: materialize.CollSubmission, Keys: coverKeys, Name: coverIndexName},
-	{Collection: materialize.CollSubmission, Keys: bson.D{{Key: "problem", Value: 1}, {Key: "user", Value: 1}}, Name: "problem_1_user_1"},
+	{Collection: materialize.CollSubmission, Keys: coverKeys, Name: coverIndexName, scanned: true, stringKeys: true},
+	{Collection: materialize.CollSubmission, Keys: bson.D{{Key: "problem", Value: 1}, {Key: "user", Value: 1}}, Name: "problem_1_user_1", stringKeys: true},
 	{Collection: materialize.CollProblem, Keys: bson.D{{Key: "homeworks", Value: 1}}, Name: "homeworks_1"},
 }
 
@@ -303,6 +303,12 @@ type IndexBuild struct {
 	Keys       bson.D
 	Name       string
 	Waiting    time.Duration
+
+	// scanned: the rebuild's scan reads the whole collection in the
+	// index's order, which a sparse index cannot give (it misses
+	// documents). stringKeys: a key holds strings (user), whose bounds and
+	// order a collation other than simple changes.
+	scanned, stringKeys bool
 }
 
 // IndexWaitReport is how often EnsureIndexes reports a build that has not
@@ -421,7 +427,7 @@ func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBui
 			}
 			listed[ix.Collection] = specs
 		}
-		if _, ok := usableMatch(specs, ix.Keys); !ok {
+		if _, ok := usableMatch(specs, ix); !ok {
 			missing = append(missing, ix)
 		}
 	}
@@ -438,7 +444,7 @@ func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBui
 		stop := reportWaiting(ix, building, report)
 		err := admin.create(bctx, ix.Collection, model)
 		stop()
-		unusable, _ := usableMatch(listed[ix.Collection], ix.Keys)
+		unusable, _ := usableMatch(listed[ix.Collection], ix)
 		var ce mongo.CommandError
 		_ = errors.As(err, &ce)
 		switch {
@@ -457,7 +463,7 @@ func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBui
 		if lerr != nil {
 			return fail(admin.database(), needs(ix.Collection, "listIndexes"), "list indexes of "+ix.Collection, lerr)
 		}
-		if unusable, ok := usableMatch(specs, ix.Keys); !ok {
+		if unusable, ok := usableMatch(specs, ix); !ok {
 			return watch.WithClass(watch.Fatal, fmt.Errorf(
 				"create index %s on %s: %s, with its keys, cannot serve the daemon's queries and the server builds no second one (%v); unhide it (a hidden one) or drop it, and start again",
 				ix.Name, ix.Collection, strings.Join(unusable, ", "), err))
@@ -467,15 +473,15 @@ func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBui
 }
 
 // usableMatch reports whether specs (listIndexes documents) hold an index
-// with keys that the planner can use for every query of the daemon, and
-// names, with the reason, each index with those keys it cannot use.
-func usableMatch(specs []bson.Raw, keys bson.D) (unusable []string, ok bool) {
+// with ix's keys that the planner can use for ix's queries, and names,
+// with the reason, each index with those keys it cannot use.
+func usableMatch(specs []bson.Raw, ix IndexBuild) (unusable []string, ok bool) {
 	for _, s := range specs {
 		k, _ := s.Lookup("key").DocumentOK()
-		if !sameKeys(k, keys) {
+		if !sameKeys(k, ix.Keys) {
 			continue
 		}
-		why := unusableIndex(s)
+		why := unusableIndex(s, ix)
 		if why == "" {
 			ok = true
 			continue
@@ -487,17 +493,18 @@ func usableMatch(specs []bson.Raw, keys bson.D) (unusable []string, ok bool) {
 }
 
 // unusableIndex says why the planner cannot use the index spec (a
-// listIndexes document) for the daemon's queries, "" when it can:
+// listIndexes document) for ix's queries, "" when it can:
 //   - hidden: the planner ignores a hidden index;
 //   - partialFilterExpression: used only for a query whose filter implies
 //     the expression, which the scan's empty filter and the landings'
 //     user and problem filters do not;
-//   - sparse: not used where it would miss documents, as for the scan's
-//     sort over every submission;
-//   - a collation other than "simple": string keys (user) compare by the
-//     collation, and a query under the simple collation cannot use their
-//     bounds or order.
-func unusableIndex(spec bson.Raw) string {
+//   - sparse, for ix.scanned: not used where it would miss documents, as
+//     for the scan's sort over every submission (a filter on a key
+//     implies the key exists, so the other queries can use one);
+//   - a collation other than "simple", for ix.stringKeys: string keys
+//     (user) compare by the collation, and a query under the simple
+//     collation cannot use their bounds or order.
+func unusableIndex(spec bson.Raw, ix IndexBuild) string {
 	var why []string
 	if b, ok := spec.Lookup("hidden").BooleanOK(); ok && b {
 		why = append(why, "hidden")
@@ -505,10 +512,10 @@ func unusableIndex(spec bson.Raw) string {
 	if _, err := spec.LookupErr("partialFilterExpression"); err == nil {
 		why = append(why, "partial")
 	}
-	if optionSet(spec.Lookup("sparse")) {
+	if ix.scanned && optionSet(spec.Lookup("sparse")) {
 		why = append(why, "sparse")
 	}
-	if c, ok := spec.Lookup("collation").DocumentOK(); ok {
+	if c, ok := spec.Lookup("collation").DocumentOK(); ok && ix.stringKeys {
 		if loc, _ := c.Lookup("locale").StringValueOK(); loc != "simple" {
 			why = append(why, "collation "+strconv.Quote(loc))
 		}
