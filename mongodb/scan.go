@@ -392,9 +392,10 @@ func (a driverIndexes) create(ctx context.Context, coll string, model mongo.Inde
 //
 // It first lists each collection's indexes (listIndexes, under ctx): an
 // index with the same keys, under any name, is present, unless the
-// planner cannot use it for these queries (usableIndex: hidden, partial,
-// sparse, or with a collation), which nothing would show but slow
-// landings and rebuilds. Each missing one
+// planner cannot use it for these queries (unusableIndex: hidden,
+// partial, sparse or collated where that matters), which nothing would
+// show but slow landings and rebuilds; if the server will not build ours
+// beside it, EnsureIndexes fails naming it. Each missing one
 // is announced to building (nil: not announced) and then built with ONE
 // createIndexes whose context has no deadline: the driver turns a
 // context deadline into the command's maxTimeMS
