@@ -62,3 +62,40 @@ func TestScanSubmissionsFindOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestRebuildScansProjections: the rebuild's scans of users and problems
+// read only the fields the derivation uses (values written out here):
+// a user's three derived fields, a problem's homeworks list. Without a
+// projection each reads whole documents (a problem's description and
+// test case metadata, a user's profile) for nothing.
+func TestRebuildScansProjections(t *testing.T) {
+	d, md, sent := mockDB(t)
+	scans := []struct {
+		name string
+		coll string
+		call func() error
+		want bson.D
+	}{
+		{"AllUsers", "user", func() error { _, _, err := d.AllUsers(context.Background()); return err },
+			bson.D{{Key: "submission", Value: 1}, {Key: "AC_submission", Value: 1}, {Key: "AC_problem_ids", Value: 1}}},
+		{"AllProblems", "problem", func() error { _, _, err := d.AllProblems(context.Background()); return err },
+			bson.D{{Key: "homeworks", Value: 1}}},
+	}
+	for _, s := range scans {
+		md.AddResponses(emptyCursor("normal-oj." + s.coll))
+		if err := s.call(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		cmds := sent()
+		if len(cmds) != 1 {
+			t.Fatalf("%s: %d commands, want one find", s.name, len(cmds))
+		}
+		_, want, err := bson.MarshalValue(s.want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cmds[0].Lookup("projection"); !bytes.Equal(got.Value, want) {
+			t.Errorf("%s: projection %s, want %v", s.name, got, s.want)
+		}
+	}
+}
