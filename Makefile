@@ -23,6 +23,8 @@ TEST_GOGC   ?= 400
 # (no install step, cached in the module and build caches after the first run).
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+# The GitHub Actions workflows' checker, pinned and fetched the same way.
+ACTIONLINT_VERSION ?= v1.7.12
 
 # Fuzzing: `make fuzz FUZZTIME=10m`; other targets: `make fuzz FUZZ=FuzzX FUZZPKG=./pkg`.
 FUZZ        ?= FuzzPenalty
@@ -51,7 +53,7 @@ REQUIRE_PROMTOOL ?=
 
 export CGO_ENABLED := 1
 
-.PHONY: help build test test-mql test-integration test-monitoring lint vet staticcheck tidy-check deps-check fuzz bench bench-integration \
+.PHONY: help build test test-mql test-integration test-monitoring lint vet staticcheck actionlint tidy-check deps-check fuzz bench bench-integration \
         up down logs docker-build compose-config clean mutate bench-offline bench-online spin explore explore-planted
 
 help: ## List the targets
@@ -100,11 +102,12 @@ test-integration: ## Integration tests: need MATERIALIZER_TEST_MONGODB_URI (a re
 	@if [ -z "$${MATERIALIZER_TEST_MONGODB_URI:-}" ]; then \
 	  echo "MATERIALIZER_TEST_MONGODB_URI is not set: the tests start a MongoDB replica set with Docker (testcontainers), or skip without an engine."; \
 	  echo "  e.g. MATERIALIZER_TEST_MONGODB_URI='mongodb://127.0.0.1:27017/?directConnection=true' make test-integration"; \
+	  echo "  MATERIALIZER_TEST_MONGODB_IMAGE=mongo:4.4 picks the image; MATERIALIZER_TEST_REQUIRE_MONGODB=1 fails instead of skipping."; \
 	fi
 	MATERIALIZER_TEST_MONGODB_URI="$${MATERIALIZER_TEST_MONGODB_URI:-}" \
 	  $(GO) test -tags integration -count=1 -timeout 30m -v -run Integration $(PKGS)
 
-lint: vet staticcheck tidy-check deps-check ## go vet + staticcheck (pinned) + go mod tidy -diff + deps-check
+lint: vet staticcheck tidy-check deps-check actionlint ## go vet + staticcheck (pinned) + go mod tidy -diff + deps-check + actionlint
 
 # Nested modules: test-only code whose dependencies stay out of the daemon's
 # module graph and out of `make test` (hashicorp/raft keeps its fuzzy tests so).
@@ -144,6 +147,9 @@ vet: ## go vet, with and without -tags integration (the testcontainers side), an
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration $(PKGS)
 	cd deploy/monitoring && $(GO) vet ./...
+
+actionlint: ## Check .github/workflows with actionlint (pinned by ACTIONLINT_VERSION), fetched through the module proxy
+	$(GO) run github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 
 staticcheck: ## staticcheck (honnef.co/go/tools, pinned by STATICCHECK_VERSION), fetched through the module proxy
 	$(STATICCHECK) -tags integration $(PKGS)

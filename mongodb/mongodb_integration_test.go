@@ -6,7 +6,7 @@ package mongodb
 //	MATERIALIZER_TEST_MONGODB_URI='mongodb://127.0.0.1:27017/?directConnection=true' go test ./mongodb/
 //
 // or, without it, when a Docker engine is available: testcontainers starts
-// mongo:7 as a single-node replica set. Otherwise they skip within a few
+// mongo:7 (MATERIALIZER_TEST_MONGODB_IMAGE) as a single-node replica set. Otherwise they skip within a few
 // seconds. Each test works in its own randomly named database, dropped at
 // cleanup.
 
@@ -32,6 +32,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/normal-oj/noj-materializer/internal/memstore"
+	"github.com/normal-oj/noj-materializer/internal/testenv"
 	"github.com/normal-oj/noj-materializer/materialize"
 	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 	"github.com/normal-oj/noj-materializer/resume"
@@ -92,7 +93,7 @@ func serverURI(t testing.TB) string {
 		testServer.uri = u.String()
 	})
 	if testServer.skip != "" {
-		t.Skip(testServer.skip)
+		testenv.NoServer(t, testServer.skip)
 	}
 	return testServer.uri
 }
