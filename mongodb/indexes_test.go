@@ -81,6 +81,7 @@ func TestEnsureIndexesListsFirstAndBuildsWithoutDeadline(t *testing.T) {
 			spec(t, "_id_", bson.D{{Key: "_id", Value: int32(1)}}),
 			spec(t, "by_problem", bson.D{{Key: "problem", Value: 1.0}, {Key: "user", Value: 1.0}}),
 			spec(t, "wrong_order", bson.D{{Key: "problem", Value: 1.0}, {Key: "user", Value: 1.0}, {Key: "timestamp", Value: 1.0}, {Key: "_id", Value: 1.0}}),
+			spec(t, pendingIndex.Name, pendingIndex.Keys),
 		},
 		"problem": {spec(t, "hw", bson.D{{Key: "homeworks", Value: int64(1)}})},
 	}}

@@ -291,6 +291,7 @@ var indexes = []IndexBuild{
 	{Collection: materialize.CollSubmission, Keys: coverKeys, Name: coverIndexName},
 	{Collection: materialize.CollSubmission, Keys: bson.D{{Key: "problem", Value: 1}, {Key: "user", Value: 1}}, Name: "problem_1_user_1"},
 	{Collection: materialize.CollProblem, Keys: bson.D{{Key: "homeworks", Value: 1}}, Name: "homeworks_1"},
+	pendingIndex,
 }
 
 // IndexBuild names one index EnsureIndexes builds: its collection, key
@@ -301,6 +302,7 @@ type IndexBuild struct {
 	Collection string
 	Keys       bson.D
 	Name       string
+	Partial    bson.D // partialFilterExpression, nil for none
 	Waiting    time.Duration
 }
 
@@ -371,6 +373,8 @@ func (a driverIndexes) create(ctx context.Context, coll string, model mongo.Inde
 //     without a collection scan;
 //   - problem {homeworks: 1} (multikey): ProblemsListing's lookup of the
 //     problems listing a homework.
+//   - submission {languageType: 1, lastSend: 1} where status is -1
+//     (pendingIndex): PendingSubmissions' query, which hints it.
 //
 // It first lists each collection's indexes (listIndexes, under ctx): an
 // index with the same keys, under any name, is present. Each missing one
@@ -419,7 +423,11 @@ func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBui
 		if building != nil {
 			building(ix)
 		}
-		model := mongo.IndexModel{Keys: ix.Keys, Options: options.Index().SetName(ix.Name)}
+		opts := options.Index().SetName(ix.Name)
+		if ix.Partial != nil {
+			opts.SetPartialFilterExpression(ix.Partial)
+		}
+		model := mongo.IndexModel{Keys: ix.Keys, Options: opts}
 		stop := reportWaiting(ix, building, report)
 		err := admin.create(bctx, ix.Collection, model)
 		stop()
