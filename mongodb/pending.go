@@ -78,7 +78,9 @@ var ErrPendingIndexMissing = errors.New("index " + pendingIndex.Name + " on subm
 
 // PendingSubmissions returns the judged submissions pending (status -1)
 // since before cutoff, the oldest lastSend first: one find on the
-// partial index (majority read concern, primary). It implements
+// partial index (the database's majority read concern, primary read
+// preference; no causal session: a report needs no read-your-writes),
+// the cursor drained and closed by each. It implements
 // watch.PendingSource.
 func (d *DB) PendingSubmissions(ctx context.Context, cutoff time.Time) ([]watch.PendingSubmission, error) {
 	const op = "find pending submissions"
@@ -89,12 +91,8 @@ func (d *DB) PendingSubmissions(ctx context.Context, cutoff time.Time) ([]watch.
 		}
 		return nil, fail(d.cfg.Database, needs(materialize.CollSubmission, "find"), op, err)
 	}
-	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
 	var out []watch.PendingSubmission
-	for cur.Next(ctx) {
-		out = append(out, decodePending(cur.Current))
-	}
-	if err := cur.Err(); err != nil {
+	if err := each(ctx, cur, func(raw bson.Raw) error { out = append(out, decodePending(raw)); return nil }); err != nil {
 		return nil, fail(d.cfg.Database, needs(materialize.CollSubmission, "find"), op, err)
 	}
 	return out, nil

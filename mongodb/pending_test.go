@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,4 +203,56 @@ func TestPendingListingBytes(t *testing.T) {
 		t.Errorf("a projected pending submission is %d bytes, want under 100", projected)
 	}
 	t.Logf("pending submission: %d bytes stored, %d bytes in the reply", stored, projected)
+}
+
+// TestPendingSubmissionsCommand: through the driver (its mock
+// deployment), PendingSubmissions sends one find on submission with the
+// filter, the projection, the lastSend sort, the index hint and
+// readConcern majority, and decodes the reply in order; the server's
+// refusal of the hint comes back as ErrPendingIndexMissing, Fatal.
+func TestPendingSubmissionsCommand(t *testing.T) {
+	d, md, sent := mockDB(t)
+	cutoff := time.Date(2026, 3, 1, 11, 30, 0, 0, time.UTC)
+	sub := func(n byte, sent time.Time) bson.D {
+		return bson.D{{Key: "_id", Value: bson.ObjectID{11: n}}, {Key: "user", Value: "alice"}, {Key: "problem", Value: int64(7)},
+			{Key: "lastSend", Value: bson.NewDateTimeFromTime(sent)}}
+	}
+	md.AddResponses(bson.D{{Key: "ok", Value: 1}, {Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: "normal-oj.submission"},
+		{Key: "firstBatch", Value: bson.A{sub(2, cutoff.Add(-2*time.Hour)), sub(1, cutoff.Add(-time.Hour))}}}}})
+	got, err := d.PendingSubmissions(context.Background(), cutoff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != (bson.ObjectID{11: 2}).Hex() || got[1].Problem != 7 || !got[1].LastSend.Equal(cutoff.Add(-time.Hour)) {
+		t.Errorf("decoded %+v", got)
+	}
+	cmds := sent()
+	if len(cmds) != 1 {
+		t.Fatalf("%d commands, want one find", len(cmds))
+	}
+	c := cmds[0]
+	if v, _ := c.Lookup("find").StringValueOK(); v != "submission" {
+		t.Errorf("command %s, want a find on submission", c)
+	}
+	if v, _ := c.Lookup("hint").StringValueOK(); v != pendingIndex.Name {
+		t.Errorf("hint %s", c.Lookup("hint"))
+	}
+	if v, _ := c.Lookup("readConcern", "level").StringValueOK(); v != "majority" {
+		t.Errorf("readConcern %s, want majority", c.Lookup("readConcern"))
+	}
+	if !bytes.Equal(c.Lookup("filter").Document(), mustMarshal(t, pendingFilter(cutoff))) ||
+		!bytes.Equal(c.Lookup("sort").Document(), mustMarshal(t, pendingSort)) ||
+		!bytes.Equal(c.Lookup("projection").Document(), mustMarshal(t, pendingProjection)) {
+		t.Errorf("find %s", c)
+	}
+	md.AddResponses(bson.D{{Key: "ok", Value: 0}, {Key: "code", Value: int32(2)}, {Key: "codeName", Value: "BadValue"},
+		{Key: "errmsg", Value: "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index"}})
+	if _, err := d.PendingSubmissions(context.Background(), cutoff); !errors.Is(err, ErrPendingIndexMissing) || watch.ClassOf(err) != watch.Fatal {
+		t.Errorf("hint refused: %v (class %s), want ErrPendingIndexMissing, fatal", err, watch.ClassOf(err))
+	}
+	md.AddResponses(bson.D{{Key: "ok", Value: 0}, {Key: "code", Value: int32(13)}, {Key: "codeName", Value: "Unauthorized"},
+		{Key: "errmsg", Value: "not authorized on normal-oj to execute command { find: \"submission\" }"}})
+	if _, err := d.PendingSubmissions(context.Background(), cutoff); watch.ClassOf(err) != watch.Unauthorized || !strings.Contains(err.Error(), `"find"`) {
+		t.Errorf("unauthorized: %v (class %s), want unauthorized naming find", err, watch.ClassOf(err))
+	}
 }
