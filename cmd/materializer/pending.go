@@ -41,13 +41,7 @@ only; exit 0 whether or not any is pending, 1 when the query fails.`)
 		return err
 	}
 	age := pendingAge(*olderThan, cfg.PendingAge)
-	cfg.allowStandalone = true // read-only: no change stream needed
-	cfg.readOnly = true        // and no index build
-	if _, err := newLogger(env, cfg); err != nil {
-		return err
-	}
-	sayConnecting(env.stderr, cfg)
-	db, err := openMongo(ctx, cfg, zerolog.Nop())
+	db, err := openReadOnly(ctx, env, cfg)
 	if err != nil {
 		return err
 	}
@@ -62,6 +56,19 @@ only; exit 0 whether or not any is pending, 1 when the query fails.`)
 	}
 	printPending(env.stdout, subs, age, now)
 	return nil
+}
+
+// openReadOnly connects for a command that only reads (status,
+// pending): a standalone is accepted (no change stream needed) and no
+// index is built (a createIndexes is a write without a deadline).
+func openReadOnly(ctx context.Context, env *environment, cfg *Config) (*mongodb.DB, error) {
+	cfg.allowStandalone = true
+	cfg.readOnly = true
+	if _, err := newLogger(env, cfg); err != nil {
+		return nil, err
+	}
+	sayConnecting(env.stderr, cfg)
+	return openMongo(ctx, cfg, zerolog.Nop())
 }
 
 // pendingAge is --older-than, else the configured age, else the default.

@@ -447,13 +447,7 @@ than MATERIALIZER_PENDING_AGE ('materializer pending' lists them).`)
 	if err != nil {
 		return err
 	}
-	cfg.allowStandalone = true // read-only: no change stream needed
-	cfg.readOnly = true        // and no index build (a write without a deadline)
-	if _, err := newLogger(env, cfg); err != nil {
-		return err
-	}
-	sayConnecting(env.stderr, cfg)
-	db, err := openMongo(ctx, cfg, zerolog.Nop())
+	db, err := openReadOnly(ctx, env, cfg)
 	if err != nil {
 		return err
 	}
