@@ -28,7 +28,7 @@ the development Caddyfile), as an admin or the course's teacher or TA
 (the piann cookie of a login, POST /auth/session). Without --json the
 output is a shell script: set API and PIANN, review it, run it. Reads
 only; exit 0 whether or not any is pending, 1 when the query fails.`)
-	olderThan := fs.Duration("older-than", 0, "list submissions pending longer than this (default MATERIALIZER_PENDING_AGE, or 30m when that is 0); 0 or at least 5m")
+	olderThan := fs.Duration("older-than", 0, "list submissions pending longer than this, at least 5m (0: MATERIALIZER_PENDING_AGE, or 30m when that is 0)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the script")
 	if err := parseFlags(fs, args); err != nil {
 		return err
