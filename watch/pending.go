@@ -38,9 +38,9 @@ const PendingEvery = time.Minute
 // query a minute and one alert.
 type PendingCheck struct {
 	Source  PendingSource
-	Age     time.Duration
+	Age     time.Duration // positive
 	Every   time.Duration
-	Metrics *Metrics
+	Metrics *Metrics // required
 	Log     zerolog.Logger
 	Now     func() time.Time // time.Now when nil
 }
