@@ -55,7 +55,11 @@ func (f *fakeIndexes) create(ctx context.Context, coll string, m mongo.IndexMode
 		return *f.refuse
 	}
 	f.created = append(f.created, c)
-	raw, _ := bson.Marshal(bson.D{{Key: "v", Value: 2}, {Key: "key", Value: m.Keys}, {Key: "name", Value: name}})
+	spec := bson.D{{Key: "v", Value: 2}, {Key: "key", Value: m.Keys}, {Key: "name", Value: name}}
+	if pf := optionsPartial(m); pf != nil {
+		spec = append(spec, bson.E{Key: "partialFilterExpression", Value: pf})
+	}
+	raw, _ := bson.Marshal(spec)
 	f.specs[coll] = append(f.specs[coll], raw)
 	return c.err
 }
@@ -92,6 +96,7 @@ func TestEnsureIndexesListsFirstAndBuildsWithoutDeadline(t *testing.T) {
 			spec(t, "_id_", bson.D{{Key: "_id", Value: int32(1)}}),
 			spec(t, "by_problem", bson.D{{Key: "problem", Value: 1.0}, {Key: "user", Value: 1.0}}),
 			spec(t, "wrong_order", bson.D{{Key: "problem", Value: 1.0}, {Key: "user", Value: 1.0}, {Key: "timestamp", Value: 1.0}, {Key: "_id", Value: 1.0}}),
+			spec(t, pendingIndex.Name, pendingIndex.Keys, bson.E{Key: "partialFilterExpression", Value: bson.D{{Key: "status", Value: -1.0}}}),
 		},
 		"problem": {spec(t, "hw", bson.D{{Key: "homeworks", Value: int64(1)}})},
 	}}
@@ -273,6 +278,76 @@ func TestEnsureIndexesOptionsPerIndex(t *testing.T) {
 			ix := indexes[c.index]
 			if built := slices.Contains(f.calls, "create "+ix.Collection+" "+ix.Name); built != c.built {
 				t.Errorf("%s with %s: built %v, want %v (calls %q)", ix.Name, c.opt.Key, built, c.built, f.calls)
+			}
+		})
+	}
+}
+
+// optionsPartial is the partialFilterExpression m's options set (nil: none).
+func optionsPartial(m mongo.IndexModel) any {
+	if m.Options == nil {
+		return nil
+	}
+	var o options.IndexOptions
+	for _, set := range m.Options.List() {
+		_ = set(&o)
+	}
+	return o.PartialFilterExpression
+}
+
+// TestEnsureIndexesSecondStart: a start after the one that built the
+// indexes finds every one of them usable and builds nothing. Seen failing
+// with every partial index counted unusable: the pending index (partial
+// on status -1 by design) was built again at each start and start-up
+// failed, naming it.
+func TestEnsureIndexesSecondStart(t *testing.T) {
+	f := &fakeIndexes{specs: map[string][]bson.Raw{}}
+	if err := ensureIndexes(context.Background(), f, nil, time.Minute); err != nil {
+		t.Fatalf("first start: %v", err)
+	}
+	built := len(f.created)
+	if built != len(indexes) {
+		t.Fatalf("first start built %d indexes, want %d", built, len(indexes))
+	}
+	if err := ensureIndexes(context.Background(), f, nil, time.Minute); err != nil {
+		t.Fatalf("second start: %v", err)
+	}
+	if len(f.created) != built {
+		t.Errorf("second start built %d more: %v", len(f.created)-built, f.calls)
+	}
+}
+
+// TestUnusablePartialIndex: a partial index serves only the build whose
+// filter it is, under that build's name (the pending query hints it by
+// name); every other partial index is unusable.
+func TestUnusablePartialIndex(t *testing.T) {
+	spec := func(name string, partial any) bson.Raw {
+		d := bson.D{{Key: "v", Value: 2}, {Key: "key", Value: pendingIndex.Keys}, {Key: "name", Value: name}}
+		if partial != nil {
+			d = append(d, bson.E{Key: "partialFilterExpression", Value: partial})
+		}
+		raw, _ := bson.Marshal(d)
+		return raw
+	}
+	cover := IndexBuild{Collection: pendingIndex.Collection, Keys: pendingIndex.Keys, Name: "other"}
+	for _, tc := range []struct {
+		name   string
+		spec   bson.Raw
+		ix     IndexBuild
+		usable bool
+	}{
+		{"ours", spec(pendingIndex.Name, bson.D{{Key: "status", Value: int32(-1)}}), pendingIndex, true},
+		{"ours, built by the shell (a double)", spec(pendingIndex.Name, bson.D{{Key: "status", Value: -1.0}}), pendingIndex, true},
+		{"another filter", spec(pendingIndex.Name, bson.D{{Key: "status", Value: int32(-2)}}), pendingIndex, false},
+		{"another name", spec("mine", bson.D{{Key: "status", Value: int32(-1)}}), pendingIndex, false},
+		{"not partial", spec(pendingIndex.Name, nil), pendingIndex, false},
+		{"partial, for a build without a filter", spec("x", bson.D{{Key: "status", Value: int32(-1)}}), cover, false},
+		{"plain, for a build without a filter", spec("x", nil), cover, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why := unusableIndex(tc.spec, tc.ix)
+			if (why == "") != tc.usable {
+				t.Errorf("unusableIndex = %q, want usable %v", why, tc.usable)
 			}
 		})
 	}

@@ -292,6 +292,7 @@ var indexes = []IndexBuild{
 	{Collection: materialize.CollSubmission, Keys: coverKeys, Name: coverIndexName, scanned: true, stringKeys: true},
 	{Collection: materialize.CollSubmission, Keys: bson.D{{Key: "problem", Value: 1}, {Key: "user", Value: 1}}, Name: "problem_1_user_1", stringKeys: true},
 	{Collection: materialize.CollProblem, Keys: bson.D{{Key: "homeworks", Value: 1}}, Name: "homeworks_1"},
+	pendingIndex,
 }
 
 // IndexBuild names one index EnsureIndexes builds: its collection, key
@@ -302,13 +303,15 @@ type IndexBuild struct {
 	Collection string
 	Keys       bson.D
 	Name       string
+	Partial    bson.D // partialFilterExpression, nil for none
 	Waiting    time.Duration
 
 	// scanned: the rebuild's scan reads the whole collection in the
 	// index's order, which a sparse index cannot give (it misses
 	// documents). stringKeys: a key holds strings (user), whose bounds and
-	// order a collation other than simple changes.
-	scanned, stringKeys bool
+	// order a collation other than simple changes. hinted: the query
+	// names the index (hint), so only an index of that name serves it.
+	scanned, stringKeys, hinted bool
 }
 
 // IndexWaitReport is how often EnsureIndexes reports a build that has not
@@ -389,6 +392,8 @@ func (a driverIndexes) create(ctx context.Context, coll string, model mongo.Inde
 //     without a collection scan;
 //   - problem {homeworks: 1} (multikey): ProblemsListing's lookup of the
 //     problems listing a homework.
+//   - submission {languageType: 1, lastSend: 1} where status is -1
+//     (pendingIndex): PendingSubmissions' query, which hints it.
 //
 // It first lists each collection's indexes (listIndexes, under ctx): an
 // index with the same keys, under any name, is present, unless the
@@ -441,7 +446,11 @@ func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBui
 		if building != nil {
 			building(ix)
 		}
-		model := mongo.IndexModel{Keys: ix.Keys, Options: options.Index().SetName(ix.Name)}
+		opts := options.Index().SetName(ix.Name)
+		if ix.Partial != nil {
+			opts.SetPartialFilterExpression(ix.Partial)
+		}
+		model := mongo.IndexModel{Keys: ix.Keys, Options: opts}
 		stop := reportWaiting(ix, building, report)
 		err := admin.create(bctx, ix.Collection, model)
 		stop()
@@ -498,7 +507,10 @@ func usableMatch(specs []bson.Raw, ix IndexBuild) (unusable []string, ok bool) {
 //   - hidden: the planner ignores a hidden index;
 //   - partialFilterExpression: used only for a query whose filter implies
 //     the expression, which the scan's empty filter and the landings'
-//     user and problem filters do not;
+//     user and problem filters do not; a build with a filter of its own
+//     (ix.Partial, the pending check's) is served only by an index with
+//     that filter (a full one would hold every submission);
+//   - another name, for ix.hinted: the query's hint names ix.Name;
 //   - sparse, for ix.scanned: not used where it would miss documents, as
 //     for the scan's sort over every submission (a filter on a key
 //     implies the key exists, so the other queries can use one);
@@ -510,8 +522,17 @@ func unusableIndex(spec bson.Raw, ix IndexBuild) string {
 	if b, ok := spec.Lookup("hidden").BooleanOK(); ok && b {
 		why = append(why, "hidden")
 	}
-	if _, err := spec.LookupErr("partialFilterExpression"); err == nil {
+	pf, partial := spec.Lookup("partialFilterExpression").DocumentOK()
+	switch {
+	case ix.Partial == nil && partial:
 		why = append(why, "partial")
+	case ix.Partial != nil && !partial:
+		why = append(why, "not partial")
+	case ix.Partial != nil && !sameKeys(pf, ix.Partial):
+		why = append(why, "another partial filter")
+	}
+	if name, _ := spec.Lookup("name").StringValueOK(); ix.hinted && name != ix.Name {
+		why = append(why, "not named "+strconv.Quote(ix.Name)+", which the query hints")
 	}
 	if ix.scanned && optionSet(spec.Lookup("sparse")) {
 		why = append(why, "sparse")
