@@ -372,3 +372,55 @@ func TestSeriesAppliesAlike(t *testing.T) {
 		t.Errorf("git am gives tree %s, git apply in order %s", a, p)
 	}
 }
+
+// TestSeriesPicks: series.sh picks, of two series made on a line's older
+// and newer commit, the nearest base in the checkout's history, and by
+// content when neither base is in it.
+func TestSeriesPicks(t *testing.T) {
+	needTools(t)
+	repo, root := t.TempDir(), t.TempDir()
+	gitIn(t, repo, "init", "-q")
+	commit := func(text, msg string) string {
+		writeFiles(t, repo, map[string]string{"app.py": text})
+		gitIn(t, repo, "add", ".")
+		gitIn(t, repo, "commit", "-qm", msg)
+		return gitIn(t, repo, "rev-parse", "HEAD")
+	}
+	old := commit("a = 1\nb = 2\n", "old line")
+	mid := commit("a = 1\nb = 2\nc = 3\n", "between")
+	newer := commit("x = 1\nb = 2\nc = 3\n", "new line")
+	// a series on each base: change b there
+	for _, base := range []string{old, newer} {
+		gitIn(t, repo, "checkout", "-q", base)
+		b, err := os.ReadFile(filepath.Join(repo, "app.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, repo, map[string]string{"app.py": strings.Replace(string(b), "b = 2", "b = 3", 1)})
+		gitIn(t, repo, "commit", "-qam", "the change")
+		gitIn(t, repo, "format-patch", "-q", "--base", base, "-o", filepath.Join(root, base[:7]), base)
+	}
+	gitIn(t, repo, "checkout", "-q", newer)
+	after := commit("x = 1\nb = 2\nc = 3\nd = 4\n", "after")
+	// a copy of the newer line without its history
+	flat := t.TempDir()
+	gitIn(t, flat, "init", "-q")
+	writeFiles(t, flat, map[string]string{"app.py": "x = 1\nb = 2\nc = 3\n"})
+	gitIn(t, flat, "add", ".")
+	gitIn(t, flat, "commit", "-qm", "imported")
+	for _, c := range []struct{ name, dir, rev, want, why string }{
+		{"at the old base", repo, old, old, "ancestry: 0 commits past"},
+		{"between the bases", repo, mid, old, "ancestry: 1 commits past"},
+		{"at the newer base", repo, newer, newer, "ancestry: 0 commits past"},
+		{"past the newer base", repo, after, newer, "ancestry: 1 commits past"},
+		{"no base in the history", flat, "HEAD", newer, "content: "},
+	} {
+		cmd := exec.Command("bash", "series.sh", c.dir, c.rev)
+		cmd.Env = append(os.Environ(), "NOJ_PATCHES="+root)
+		out, err := cmd.CombinedOutput()
+		dir, why, _ := strings.Cut(strings.TrimSpace(string(out)), "\t")
+		if err != nil || filepath.Base(dir) != c.want[:7] || !strings.HasPrefix(why, c.why) {
+			t.Errorf("%s: %v %q, want series %s (%s...)", c.name, err, out, c.want[:7], c.why)
+		}
+	}
+}

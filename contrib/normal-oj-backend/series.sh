@@ -2,7 +2,8 @@
 # series.sh BACKEND_DIR [REV]: which patch series (patches/<base>/, one per
 # Back-End line) fits the Back-End checkout's REV (default HEAD). Prints the
 # series' directory, a tab, and why it was chosen. Used by port-check.sh and
-# check.sh. Exit 2 when none can be told.
+# check.sh. Exit 2 when none can be told. NOJ_PATCHES (default: patches/
+# beside this script) holds the series.
 #
 #  1. ancestry: among the series whose base commit (the patches'
 #     `base-commit:` line) is an ancestor of REV, the nearest one (fewest
@@ -20,7 +21,7 @@ rev=$(git -C "$repo" rev-parse --verify -q "$rev^{commit}") || { echo "$0: $2: n
 
 series_base() { sed -n 's/^base-commit: //p' "$1"/0001-*.patch | head -n1; }
 dirs=()
-for d in "$here"/patches/*/; do [ -n "$(series_base "${d%/}")" ] && dirs+=("${d%/}"); done
+for d in "${NOJ_PATCHES:-$here/patches}"/*/; do [ -n "$(series_base "${d%/}")" ] && dirs+=("${d%/}"); done
 [ "${#dirs[@]}" -gt 0 ] || { echo "$0: no patches/*/ with a base-commit line" >&2; exit 2; }
 
 best="" best_n=""
@@ -31,7 +32,7 @@ for d in "${dirs[@]}"; do
   if [ -z "$best_n" ] || [ "$n" -lt "$best_n" ]; then best=$d best_n=$n; fi
 done
 if [ -n "$best" ]; then
-  printf '%s\tancestry: HEAD is %s commits past %s, the nearest series base in its history\n' \
+  printf '%s\tancestry: %s commits past %s, the nearest series base in its history\n' \
     "$best" "$best_n" "$(series_base "$best" | cut -c1-7)"
   exit 0
 fi
