@@ -559,12 +559,19 @@ func (sh *shim) materializer(m map[string]string, leadingBinary bool, cmd []stri
 		return 0
 	}
 	sh.record("run", append([]string{"materializer"}, cmd...), "offline: ran")
-	env := &environment{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}
-	code := runMain(context.Background(), env, args)
+	// An --out it creates is the container's; one made before, the host's.
+	var created []string
 	for i, a := range cmd {
 		if (a == "--out" || a == "-out") && i+1 < len(args) {
-			sh.record("write", []string{args[i+1]}, "materializer")
+			if _, err := os.Lstat(args[i+1]); errors.Is(err, os.ErrNotExist) {
+				created = append(created, args[i+1])
+			}
 		}
+	}
+	env := &environment{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin}
+	code := runMain(context.Background(), env, args)
+	for _, p := range created {
+		sh.record("write", []string{p}, "materializer")
 	}
 	return code
 }
@@ -606,6 +613,9 @@ func (sh *shim) mongodump(m map[string]string, args []string) int {
 		h := hostPath(m, out)
 		if h == "" {
 			return sh.fail("mongodump --out %s: not on a volume, lost with the container", out)
+		}
+		if _, err := os.Lstat(h); err == nil {
+			return sh.fail("mongodump --out %s: exists (the shim's backups are new)", out)
 		}
 		if code := seed("--out", filepath.Join(h, db)); code != 0 {
 			return code

@@ -383,6 +383,9 @@ func (s *nojSite) check(t *testing.T, name string, log []shimEntry) {
 			t.Errorf("%s: %v %s", name, e.Words, e.Note)
 		}
 	}
+	if m := s.containers(t)["mongo"]; m != nil && m.Service["image"] != image {
+		t.Errorf("%s: mongo's container is on %v; the site's docker-compose.yml says %s", name, m.Service["image"], image)
+	}
 	ents, err := os.ReadDir(filepath.Join(s.dir, "MongoDB"))
 	if err != nil {
 		t.Fatal(err)
@@ -603,4 +606,26 @@ func countKind(log []shimEntry, kind string) int {
 		}
 	}
 	return n
+}
+
+// TestNOJInstallStopsWithoutTheOverlay: an install pasted with P naming no
+// checkout stops at the failing copy and leaves the stack's files as they
+// were (a .env naming a missing overlay would break every docker compose
+// there, deploy.sh's too).
+func TestNOJInstallStopsWithoutTheOverlay(t *testing.T) {
+	s := newNOJSite(t, true)
+	deploy, err := os.ReadFile(filepath.Join(s.dir, "deploy.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, out := s.run(t, nojProcedures[0].script(t), "P="+filepath.Join(t.TempDir(), "absent"))
+	if code == 0 {
+		t.Errorf("exit 0 without the overlay\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, ".env")); err == nil {
+		t.Error("the install wrote .env without the overlay")
+	}
+	if now, _ := os.ReadFile(filepath.Join(s.dir, "deploy.sh")); string(now) != string(deploy) {
+		t.Error("the install changed deploy.sh without the overlay")
+	}
 }
