@@ -54,12 +54,14 @@ type shimEntry struct {
 type shimContainer struct {
 	Running bool
 	Hash    string         // the rendered service it was created from
+	Build   int            // and the build of its image
 	Service map[string]any // that service
 }
 
 type shimState struct {
 	Commands   int
 	Containers map[string]*shimContainer
+	Builds     map[string]int // images built per service
 }
 
 // shimMain runs the shim when the binary was invoked as docker or
@@ -91,6 +93,7 @@ type shim struct {
 
 func (sh *shim) load() error {
 	sh.state.Containers = map[string]*shimContainer{}
+	sh.state.Builds = map[string]int{}
 	b, err := os.ReadFile(filepath.Join(sh.dir, "state.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -98,7 +101,13 @@ func (sh *shim) load() error {
 	if err != nil {
 		return err
 	}
-	return json.Unmarshal(b, &sh.state)
+	if err := json.Unmarshal(b, &sh.state); err != nil {
+		return err
+	}
+	if sh.state.Builds == nil {
+		sh.state.Builds = map[string]int{}
+	}
+	return nil
 }
 
 func (sh *shim) save() error {
@@ -316,7 +325,13 @@ func (sh *shim) compose(args []string) int {
 			}
 		}
 		return sh.exec(services[words[0]], words[0], words[1:], flags)
-	case "build", "pull", "ps", "logs", "rm", "images":
+	case "build":
+		for _, s := range named {
+			if services[s]["build"] != nil {
+				sh.state.Builds[s]++
+			}
+		}
+	case "pull", "ps", "logs", "rm", "images":
 	default:
 		return sh.fail("compose: the shim does not know %q", verb)
 	}
@@ -324,7 +339,8 @@ func (sh *shim) compose(args []string) int {
 }
 
 // up starts a service (its dependencies first), recreating its container
-// when the rendered service differs from the one it was created from.
+// when the rendered service or its built image differs from the one it
+// was created from.
 func (sh *shim) up(services map[string]map[string]any, s string, deps bool) {
 	if deps {
 		for _, d := range dependsOn(services[s]) {
@@ -333,9 +349,9 @@ func (sh *shim) up(services map[string]map[string]any, s string, deps bool) {
 	}
 	b, _ := json.Marshal(services[s])
 	c := sh.state.Containers[s]
-	if c == nil || c.Hash != string(b) {
+	if c == nil || c.Hash != string(b) || c.Build != sh.state.Builds[s] {
 		image, _ := services[s]["image"].(string)
-		sh.state.Containers[s] = &shimContainer{Running: true, Hash: string(b), Service: services[s]}
+		sh.state.Containers[s] = &shimContainer{Running: true, Hash: string(b), Build: sh.state.Builds[s], Service: services[s]}
 		sh.record("recreate", []string{s, image}, "")
 		return
 	}
@@ -491,6 +507,12 @@ func (sh *shim) exec(svc map[string]any, service string, cmd []string, flags [][
 	}
 	switch {
 	case service == "materializer":
+		// The container's environment, as the service renders it.
+		for k, v := range envOf(svc) {
+			if err := os.Setenv(k, v); err != nil {
+				return sh.fail("%v", err)
+			}
+		}
 		return sh.materializer(m, strings.TrimPrefix(strings.Join(cmd[:1], ""), "/") == "materializer", cmd)
 	case cmd[0] == "mongodump":
 		return sh.mongodump(m, cmd[1:])

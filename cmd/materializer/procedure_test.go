@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -397,10 +398,13 @@ func (s *nojSite) check(t *testing.T, name string, log []shimEntry) {
 	}
 }
 
-// nojProcedure names a documented block: its page and marker.
+// nojProcedure names a documented block: its page and marker, and the
+// containers it recreates in TestNOJProcedures' order (what its comments
+// say; all: every service).
 type nojProcedure struct {
 	name, doc string
 	env       []string
+	recreates string
 }
 
 func (p nojProcedure) script(t *testing.T) string {
@@ -414,17 +418,17 @@ func (p nojProcedure) script(t *testing.T) string {
 // nojProcedures: the life of a site, from the stock stack to a rollback.
 var nojProcedures = []nojProcedure{
 	{name: "install the overlay", doc: "install.md"},
-	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=4.4"}},
-	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=5.0"}},
-	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=6.0"}},
-	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=7.0"}},
-	{name: "switch-over: web", doc: "switch-over.md"},
-	{name: "switch-over: start the daemon", doc: "switch-over.md"},
-	{name: "switch-over: flip", doc: "switch-over.md"},
-	{name: "deploy.sh"},
+	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=4.4"}, recreates: "mongo web"}, // web: the overlay's settings
+	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=5.0"}, recreates: "mongo"},
+	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=6.0"}, recreates: "mongo"},
+	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=7.0"}, recreates: "mongo"},
+	{name: "switch-over: web", doc: "switch-over.md", recreates: "web"},
+	{name: "switch-over: start the daemon", doc: "switch-over.md", recreates: "materializer"},
+	{name: "switch-over: flip", doc: "switch-over.md", recreates: "web"},
+	{name: "deploy.sh", recreates: "all"},
 	{name: "restore from a directory", doc: "recovery.md"},
 	{name: "restore from an archive", doc: "recovery.md"},
-	{name: "rollback: flip back", doc: "switch-over.md"},
+	{name: "rollback: flip back", doc: "switch-over.md", recreates: "web"},
 	{name: "rollback: stop the daemon", doc: "switch-over.md"},
 }
 
@@ -446,6 +450,20 @@ func TestNOJProcedures(t *testing.T) {
 		}
 		s.check(t, p.name, log)
 		c := s.containers(t)
+		var recreated []string
+		for _, e := range log {
+			if e.Kind == "recreate" {
+				recreated = append(recreated, e.Words[0])
+			}
+		}
+		slices.Sort(recreated)
+		want := p.recreates
+		if want == "all" {
+			want = strings.Join(slices.Sorted(maps.Keys(c)), " ")
+		}
+		if got := strings.Join(recreated, " "); got != want {
+			t.Errorf("%s %v recreated %q, want %q", p.name, p.env, got, want)
+		}
 		switch p.name {
 		case "restore from a directory", "restore from an archive":
 			restored, redis, started := -1, -1, -1
