@@ -69,6 +69,7 @@ build: ## Build bin/materializer (cgo, version stamped)
 
 test: ## Unit, vector and simulation tests, alert-rule tests with promtool (integration tests self-skip without MongoDB)
 	@command -v promtool >/dev/null 2>&1 || echo "promtool not on PATH: the alert-rule tests and the /metrics lint will skip (apt-get install --no-install-recommends prometheus, or see .ci/run)"
+	@command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || echo "docker-compose not on PATH: the Normal-OJ procedure tests will skip (apt-get install --no-install-recommends docker-compose)"
 	@[ -n "$${MATERIALIZER_TEST_REDIS_ADDR:-}" ] || command -v redis-server >/dev/null 2>&1 || echo "redis-server not on PATH: the Redis cache tests will skip (apt-get install --no-install-recommends redis-server, or set MATERIALIZER_TEST_REDIS_ADDR=host:port)"
 	GOGC=$(TEST_GOGC) MATERIALIZER_TEST_REQUIRE_PROMTOOL=$(REQUIRE_PROMTOOL) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 
@@ -245,8 +246,9 @@ compose-config: ## Validate docker/compose.yml without a Docker engine
 	@echo "$(COMPOSE_FILE): valid"
 
 .PHONY: compose-config-noj
-compose-config-noj: ## Validate the Normal-OJ compose overlay (contrib/normal-oj-backend/compose) over fixtures, without a Docker engine
+compose-config-noj: ## Validate the Normal-OJ compose overlay (contrib/normal-oj-backend/compose) and the docs' procedures over fixtures, without a Docker engine
 	contrib/normal-oj-backend/compose/check-config.sh
+	$(GO) test -count=1 -run '^TestNOJ' ./cmd/materializer
 
 clean: ## Remove build outputs
 	rm -rf bin/ coverage.out coverage.html *.test *.prof

@@ -46,6 +46,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if code, ok := shimMain(); ok { // run as the procedure tests' docker
+		os.Exit(code)
+	}
 	code := m.Run()
 	if stopContainer != nil {
 		stopContainer()
