@@ -51,7 +51,9 @@ var judgedLanguages = bson.A{int32(0), int32(1), int32(2)}
 
 // pendingFilter selects the judged submissions pending since before
 // cutoff. Its status equality implies the index's partial filter, which
-// the planner requires before it uses (or a hint may name) the index.
+// keeps the hinted plan complete: the server follows a hint to a partial
+// index whatever the filter and returns only what the index holds
+// (SERVER-26413).
 func pendingFilter(cutoff time.Time) bson.D {
 	return bson.D{
 		{Key: fieldStatus, Value: int32(statusPending)},

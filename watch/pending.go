@@ -45,10 +45,14 @@ type PendingCheck struct {
 	Now     func() time.Time // time.Now when nil
 }
 
-// Run checks at once and then every Every until ctx ends (nil). A failed
-// check is decided by the fault policy (PhasePendingCheck): a retry or a
-// skip waits for the next check, the gauges keeping their values; an
-// exit or stand-by is returned.
+// Run checks at once and then every Every until ctx ends (nil). Each
+// check's query is bounded by Every: one still unanswered when the next
+// is due has failed (the driver sends the deadline as maxTimeMS, so the
+// server gives it up too), rather than holding the check, with the
+// gauges at their last values and no failure counted, for the whole
+// term. A failed check is decided by the fault policy
+// (PhasePendingCheck): a retry or a skip waits for the next check, the
+// gauges keeping their values; an exit or stand-by is returned.
 func (p *PendingCheck) Run(ctx context.Context) error {
 	every := p.Every
 	if every <= 0 {
@@ -62,7 +66,7 @@ func (p *PendingCheck) Run(ctx context.Context) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := p.check(ctx, now()); err != nil {
+		if err := p.check(ctx, now(), every); err != nil {
 			f := d.fault(ctx, PhasePendingCheck, err)
 			switch f.Action {
 			case ActStop:
@@ -81,9 +85,11 @@ func (p *PendingCheck) Run(ctx context.Context) error {
 	}
 }
 
-// check sets the gauges from one query.
-func (p *PendingCheck) check(ctx context.Context, now time.Time) error {
-	subs, err := p.Source.PendingSubmissions(ctx, now.Add(-p.Age))
+// check sets the gauges from one query, bounded by limit.
+func (p *PendingCheck) check(ctx context.Context, now time.Time, limit time.Duration) error {
+	qctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	subs, err := p.Source.PendingSubmissions(qctx, now.Add(-p.Age))
 	if err != nil {
 		return err
 	}

@@ -223,3 +223,53 @@ func TestLeaderRunEndsOnPendingCheckExit(t *testing.T) {
 		t.Errorf("lease after the exit: %+v, want released", cur)
 	}
 }
+
+// stuckSource is a PendingSource whose query never answers: it returns
+// only when its context ends. It reports on calls whether that context
+// had a deadline, and without one returns at once (errUnbounded) so that
+// the test fails instead of hanging.
+type stuckSource struct{ calls chan bool }
+
+var errUnbounded = errors.New("query without a deadline")
+
+func (s *stuckSource) PendingSubmissions(ctx context.Context, _ time.Time) ([]watch.PendingSubmission, error) {
+	_, bounded := ctx.Deadline()
+	s.calls <- bounded
+	if !bounded {
+		return nil, errUnbounded
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestPendingCheckBoundsQuery: a query that never answers (a server or
+// network that went silent) ends when the next check is due, under a
+// deadline the driver also sends as maxTimeMS; the failure is decided by
+// the fault policy (a retry) and Run checks again. Without the bound the
+// check hung for the whole term: the gauges kept their last values and
+// no failure was counted.
+func TestPendingCheckBoundsQuery(t *testing.T) {
+	src := &stuckSource{calls: make(chan bool, 100)}
+	m := watch.NewMetrics(nil)
+	p := &watch.PendingCheck{Source: src, Age: 30 * time.Minute, Every: 5 * time.Millisecond, Metrics: m, Log: zerolog.Nop()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	for i := range 2 {
+		select {
+		case bounded := <-src.calls:
+			if !bounded {
+				t.Fatalf("query %d ran without a deadline", i+1)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("query %d never started: the stuck query held the check", i+1)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	if got := testutil.ToFloat64(m.Decisions.WithLabelValues("transient", "pending_check", "retry")); got < 1 {
+		t.Errorf("fault_decisions_total{transient,pending_check,retry} = %v, want at least 1", got)
+	}
+}
