@@ -647,29 +647,21 @@ func loadGoFunc(t *testing.T, file, name string) *goFunc {
 		switch s := n.(type) {
 		case nil, *ast.BlockStmt, *ast.EmptyStmt, *ast.LabeledStmt:
 			return true
-		case *ast.IfStmt:
-			head = f.textTo(s, s.Body.Lbrace+1)
-			inHead[s.Init] = true
-		case *ast.ForStmt:
-			head = f.textTo(s, s.Body.Lbrace+1)
-			inHead[s.Init], inHead[s.Post] = true, true
-		case *ast.RangeStmt:
-			head = f.textTo(s, s.Body.Lbrace+1)
-		case *ast.SwitchStmt:
-			head = f.textTo(s, s.Body.Lbrace+1)
-			inHead[s.Init] = true
-		case *ast.TypeSwitchStmt:
-			head = f.textTo(s, s.Body.Lbrace+1)
-			inHead[s.Init], inHead[s.Assign] = true, true
-		case *ast.SelectStmt:
-			head = f.textTo(s, s.Body.Lbrace+1)
 		case *ast.CaseClause:
 			head = f.textTo(s, s.Colon+1)
 		case *ast.CommClause:
 			head = f.textTo(s, s.Colon+1)
 			inHead[s.Comm] = true
 		case ast.Stmt:
-			head = f.elided(s)
+			body, parts := compound(s)
+			if body == nil {
+				head = f.elided(s)
+				break
+			}
+			head = f.textTo(s, body.Lbrace+1)
+			for _, p := range parts {
+				inHead[p] = true
+			}
 		default:
 			return true
 		}
@@ -677,6 +669,26 @@ func loadGoFunc(t *testing.T, file, name string) *goFunc {
 		return true
 	})
 	return f
+}
+
+// compound returns the body of a statement that has one, and the
+// statements in its head (an if's init, a for's post...).
+func compound(s ast.Stmt) (*ast.BlockStmt, []ast.Stmt) {
+	switch s := s.(type) {
+	case *ast.IfStmt:
+		return s.Body, []ast.Stmt{s.Init}
+	case *ast.ForStmt:
+		return s.Body, []ast.Stmt{s.Init, s.Post}
+	case *ast.RangeStmt:
+		return s.Body, nil
+	case *ast.SwitchStmt:
+		return s.Body, []ast.Stmt{s.Init}
+	case *ast.TypeSwitchStmt:
+		return s.Body, []ast.Stmt{s.Init, s.Assign}
+	case *ast.SelectStmt:
+		return s.Body, nil
+	}
+	return nil, nil
 }
 
 // closure returns the function literal fn assigns to .name.
