@@ -23,6 +23,8 @@ TEST_GOGC   ?= 400
 # (no install step, cached in the module and build caches after the first run).
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+# The GitHub Actions workflows' checker, pinned and fetched the same way.
+ACTIONLINT_VERSION ?= v1.7.12
 
 # Fuzzing: `make fuzz FUZZTIME=10m`; other targets: `make fuzz FUZZ=FuzzX FUZZPKG=./pkg`.
 FUZZ        ?= FuzzPenalty
@@ -51,7 +53,7 @@ REQUIRE_PROMTOOL ?=
 
 export CGO_ENABLED := 1
 
-.PHONY: help build test test-mql test-integration test-monitoring lint vet staticcheck tidy-check deps-check fuzz bench bench-integration \
+.PHONY: help build test test-mql test-integration test-monitoring lint vet staticcheck actionlint tidy-check deps-check fuzz bench bench-integration \
         up down logs docker-build compose-config clean mutate bench-offline bench-online spin explore explore-planted
 
 help: ## List the targets
@@ -67,6 +69,7 @@ build: ## Build bin/materializer (cgo, version stamped)
 
 test: ## Unit, vector and simulation tests, alert-rule tests with promtool (integration tests self-skip without MongoDB)
 	@command -v promtool >/dev/null 2>&1 || echo "promtool not on PATH: the alert-rule tests and the /metrics lint will skip (apt-get install --no-install-recommends prometheus, or see .ci/run)"
+	@command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || echo "docker-compose not on PATH: the Normal-OJ procedure tests will skip (apt-get install --no-install-recommends docker-compose)"
 	@[ -n "$${MATERIALIZER_TEST_REDIS_ADDR:-}" ] || command -v redis-server >/dev/null 2>&1 || echo "redis-server not on PATH: the Redis cache tests will skip (apt-get install --no-install-recommends redis-server, or set MATERIALIZER_TEST_REDIS_ADDR=host:port)"
 	GOGC=$(TEST_GOGC) MATERIALIZER_TEST_REQUIRE_PROMTOOL=$(REQUIRE_PROMTOOL) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 
@@ -100,11 +103,12 @@ test-integration: ## Integration tests: need MATERIALIZER_TEST_MONGODB_URI (a re
 	@if [ -z "$${MATERIALIZER_TEST_MONGODB_URI:-}" ]; then \
 	  echo "MATERIALIZER_TEST_MONGODB_URI is not set: the tests start a MongoDB replica set with Docker (testcontainers), or skip without an engine."; \
 	  echo "  e.g. MATERIALIZER_TEST_MONGODB_URI='mongodb://127.0.0.1:27017/?directConnection=true' make test-integration"; \
+	  echo "  MATERIALIZER_TEST_MONGODB_IMAGE=mongo:4.4 picks the image; MATERIALIZER_TEST_REQUIRE_MONGODB=1 fails instead of skipping."; \
 	fi
 	MATERIALIZER_TEST_MONGODB_URI="$${MATERIALIZER_TEST_MONGODB_URI:-}" \
 	  $(GO) test -tags integration -count=1 -timeout 30m -v -run Integration $(PKGS)
 
-lint: vet staticcheck tidy-check deps-check ## go vet + staticcheck (pinned) + go mod tidy -diff + deps-check
+lint: vet staticcheck tidy-check deps-check actionlint ## go vet + staticcheck (pinned) + go mod tidy -diff + deps-check + actionlint
 
 # Nested modules: test-only code whose dependencies stay out of the daemon's
 # module graph and out of `make test` (hashicorp/raft keeps its fuzzy tests so).
@@ -144,6 +148,9 @@ vet: ## go vet, with and without -tags integration (the testcontainers side), an
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration $(PKGS)
 	cd deploy/monitoring && $(GO) vet ./...
+
+actionlint: ## Check .github/workflows with actionlint (pinned by ACTIONLINT_VERSION), fetched through the module proxy
+	$(GO) run github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 
 staticcheck: ## staticcheck (honnef.co/go/tools, pinned by STATICCHECK_VERSION), fetched through the module proxy
 	$(STATICCHECK) -tags integration $(PKGS)
@@ -239,8 +246,9 @@ compose-config: ## Validate docker/compose.yml without a Docker engine
 	@echo "$(COMPOSE_FILE): valid"
 
 .PHONY: compose-config-noj
-compose-config-noj: ## Validate the Normal-OJ compose overlay (contrib/normal-oj-backend/compose) over fixtures, without a Docker engine
+compose-config-noj: ## Validate the Normal-OJ compose overlay (contrib/normal-oj-backend/compose) and the docs' procedures over fixtures, without a Docker engine
 	contrib/normal-oj-backend/compose/check-config.sh
+	$(GO) test -count=1 -run '^TestNOJ' ./cmd/materializer
 
 clean: ## Remove build outputs
 	rm -rf bin/ coverage.out coverage.html *.test *.prof

@@ -705,6 +705,10 @@ func match(doc bson.D, filter bson.D) bool {
 				ok = anyVal(func(v any) bool {
 					return orElement(v, func(y any) bool { c, ok := compare(y, op.Value); return ok && c <= 0 })
 				})
+			case "$lt":
+				ok = anyVal(func(v any) bool {
+					return orElement(v, func(y any) bool { c, ok := compare(y, op.Value); return ok && c < 0 })
+				})
 			case "$type":
 				// An array matches its own type, and any type one of its
 				// elements has.

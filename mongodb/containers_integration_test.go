@@ -17,13 +17,18 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
+
+	"github.com/normal-oj/noj-materializer/internal/testenv"
 )
 
-// startContainer starts mongo:7 as a single-node replica set and returns
+// startContainer starts testenv.MongoImage() (mongo:7 unless
+// MATERIALIZER_TEST_MONGODB_IMAGE says otherwise) as a single-node replica
+// set, with the test commands (failCommand fail points) enabled, and returns
 // its connection string and a function that terminates it (non-nil
 // whenever a container was created, even when err is not nil).
 func startContainer(ctx context.Context) (uri string, stop func(), err error) {
-	c, err := tcmongo.Run(ctx, "mongo:7", tcmongo.WithReplicaSet("rs0"))
+	c, err := tcmongo.Run(ctx, testenv.MongoImage(), tcmongo.WithReplicaSet("rs0"),
+		testcontainers.WithCmdArgs("--setParameter", "enableTestCommands=1"))
 	if c != nil {
 		stop = func() {
 			if err := testcontainers.TerminateContainer(c); err != nil {

@@ -25,6 +25,7 @@ const (
 	codeCommandNotFound               = 59
 	codeStaleShardVersion             = 63
 	codeIndexOptionsConflict          = 85
+	codeIndexKeySpecsConflict         = 86
 	codeNetworkTimeout                = 89
 	codeShutdownInProgress            = 91
 	codeFailedToSatisfyReadPref       = 133

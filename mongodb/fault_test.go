@@ -475,7 +475,7 @@ func TestEnsureIndexesCommitQuorumMajority(t *testing.T) {
 // reported every report interval with how long it has waited, then no
 // more once it returned.
 func TestEnsureIndexesReportsWaiting(t *testing.T) {
-	f := &fakeIndexes{specs: map[string][]mongo.IndexSpecification{}, block: true}
+	f := &fakeIndexes{specs: map[string][]bson.Raw{}, block: true}
 	var mu sync.Mutex
 	var waits []time.Duration
 	err := ensureIndexes(context.Background(), f, func(ix IndexBuild) {

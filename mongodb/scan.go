@@ -6,7 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -288,9 +289,10 @@ func clusterTimeOf(resp bson.Raw) (bson.Timestamp, error) {
 
 // indexes are the indexes EnsureIndexes creates (see there for why).
 var indexes = []IndexBuild{
-	{Collection: materialize.CollSubmission, Keys: coverKeys, Name: coverIndexName},
-	{Collection: materialize.CollSubmission, Keys: bson.D{{Key: "problem", Value: 1}, {Key: "user", Value: 1}}, Name: "problem_1_user_1"},
+	{Collection: materialize.CollSubmission, Keys: coverKeys, Name: coverIndexName, scanned: true, stringKeys: true},
+	{Collection: materialize.CollSubmission, Keys: bson.D{{Key: "problem", Value: 1}, {Key: "user", Value: 1}}, Name: "problem_1_user_1", stringKeys: true},
 	{Collection: materialize.CollProblem, Keys: bson.D{{Key: "homeworks", Value: 1}}, Name: "homeworks_1"},
+	pendingIndex,
 }
 
 // IndexBuild names one index EnsureIndexes builds: its collection, key
@@ -301,7 +303,15 @@ type IndexBuild struct {
 	Collection string
 	Keys       bson.D
 	Name       string
+	Partial    bson.D // partialFilterExpression, nil for none
 	Waiting    time.Duration
+
+	// scanned: the rebuild's scan reads the whole collection in the
+	// index's order, which a sparse index cannot give (it misses
+	// documents). stringKeys: a key holds strings (user), whose bounds and
+	// order a collation other than simple changes. hinted: the query
+	// names the index (hint), so only an index of that name serves it.
+	scanned, stringKeys, hinted bool
 }
 
 // IndexWaitReport is how often EnsureIndexes reports a build that has not
@@ -314,7 +324,7 @@ const IndexWaitReport = time.Minute
 // createIndexes on one collection of the database.
 type indexAdmin interface {
 	database() string
-	list(ctx context.Context, coll string) ([]mongo.IndexSpecification, error)
+	list(ctx context.Context, coll string) ([]bson.Raw, error)
 	create(ctx context.Context, coll string, model mongo.IndexModel) error
 }
 
@@ -328,13 +338,24 @@ type driverIndexes struct {
 
 func (a driverIndexes) database() string { return a.db.Name() }
 
-func (a driverIndexes) list(ctx context.Context, coll string) ([]mongo.IndexSpecification, error) {
-	specs, err := a.db.Collection(coll).Indexes().ListSpecifications(ctx)
+// list returns the index documents listIndexes answers, whole:
+// IndexView.ListSpecifications keeps neither hidden, partialFilterExpression
+// nor collation (mongo/results.go:173-211), which decide whether the
+// planner can use an index (usableIndex).
+func (a driverIndexes) list(ctx context.Context, coll string) ([]bson.Raw, error) {
+	cur, err := a.db.Collection(coll).Indexes().List(ctx)
 	var ce mongo.CommandError
 	if errors.As(err, &ce) && ce.Code == codeNamespaceNotFound {
 		return nil, nil // no collection yet: no index
 	}
-	return specs, err
+	if err != nil {
+		return nil, err
+	}
+	var specs []bson.Raw
+	if err := cur.All(ctx, &specs); err != nil {
+		return nil, err
+	}
+	return specs, nil
 }
 
 // create sends one createIndexes with commitQuorum "majority"
@@ -371,9 +392,15 @@ func (a driverIndexes) create(ctx context.Context, coll string, model mongo.Inde
 //     without a collection scan;
 //   - problem {homeworks: 1} (multikey): ProblemsListing's lookup of the
 //     problems listing a homework.
+//   - submission {languageType: 1, lastSend: 1} where status is -1
+//     (pendingIndex): PendingSubmissions' query, which hints it.
 //
 // It first lists each collection's indexes (listIndexes, under ctx): an
-// index with the same keys, under any name, is present. Each missing one
+// index with the same keys, under any name, is present, unless the
+// planner cannot use it for these queries (unusableIndex: hidden,
+// partial, sparse or collated where that matters), which nothing would
+// show but slow landings and rebuilds; if the server will not build ours
+// beside it, EnsureIndexes fails naming it. Each missing one
 // is announced to building (nil: not announced) and then built with ONE
 // createIndexes whose context has no deadline: the driver turns a
 // context deadline into the command's maxTimeMS
@@ -396,7 +423,7 @@ func (d *DB) EnsureIndexes(ctx context.Context, building func(IndexBuild)) error
 
 func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBuild), report time.Duration) error {
 	var missing []IndexBuild
-	listed := make(map[string][]mongo.IndexSpecification)
+	listed := make(map[string][]bson.Raw)
 	for _, ix := range indexes {
 		specs, ok := listed[ix.Collection]
 		if !ok {
@@ -406,7 +433,7 @@ func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBui
 			}
 			listed[ix.Collection] = specs
 		}
-		if !slices.ContainsFunc(specs, func(s mongo.IndexSpecification) bool { return sameKeys(s.KeysDocument, ix.Keys) }) {
+		if _, ok := usableMatch(specs, ix); !ok {
 			missing = append(missing, ix)
 		}
 	}
@@ -419,19 +446,115 @@ func ensureIndexes(ctx context.Context, admin indexAdmin, building func(IndexBui
 		if building != nil {
 			building(ix)
 		}
-		model := mongo.IndexModel{Keys: ix.Keys, Options: options.Index().SetName(ix.Name)}
+		opts := options.Index().SetName(ix.Name)
+		if ix.Partial != nil {
+			opts.SetPartialFilterExpression(ix.Partial)
+		}
+		model := mongo.IndexModel{Keys: ix.Keys, Options: opts}
 		stop := reportWaiting(ix, building, report)
 		err := admin.create(bctx, ix.Collection, model)
 		stop()
+		unusable, _ := usableMatch(listed[ix.Collection], ix)
 		var ce mongo.CommandError
-		if errors.As(err, &ce) && ce.Code == codeIndexOptionsConflict {
-			continue // same keys, another name (created meanwhile): the queries use it all the same
-		}
-		if err != nil {
+		_ = errors.As(err, &ce)
+		switch {
+		case err == nil && len(unusable) == 0:
+			continue
+		case err == nil, ce.Code == codeIndexOptionsConflict, ce.Code == codeIndexKeySpecsConflict && len(unusable) > 0:
+		default:
 			return fail(admin.database(), needs(ix.Collection, "createIndex"), fmt.Sprintf("create index %s on %s", ix.Name, ix.Collection), err)
+		}
+		// A conflict: an index with these keys created meanwhile (the
+		// queries use it all the same), or one the server counts as
+		// equivalent to ours although the planner cannot use it. Or a
+		// success next to an unusable one, which the server may answer
+		// as "already exists". The listing tells.
+		specs, lerr := admin.list(ctx, ix.Collection)
+		if lerr != nil {
+			return fail(admin.database(), needs(ix.Collection, "listIndexes"), "list indexes of "+ix.Collection, lerr)
+		}
+		if unusable, ok := usableMatch(specs, ix); !ok {
+			return watch.WithClass(watch.Fatal, fmt.Errorf(
+				"create index %s on %s: %s, with its keys, cannot serve the daemon's queries and the server builds no second one (%v); unhide it (a hidden one) or drop it, and start again",
+				ix.Name, ix.Collection, strings.Join(unusable, ", "), err))
 		}
 	}
 	return nil
+}
+
+// usableMatch reports whether specs (listIndexes documents) hold an index
+// with ix's keys that the planner can use for ix's queries, and names,
+// with the reason, each index with those keys it cannot use.
+func usableMatch(specs []bson.Raw, ix IndexBuild) (unusable []string, ok bool) {
+	for _, s := range specs {
+		k, _ := s.Lookup("key").DocumentOK()
+		if !sameKeys(k, ix.Keys) {
+			continue
+		}
+		why := unusableIndex(s, ix)
+		if why == "" {
+			ok = true
+			continue
+		}
+		name, _ := s.Lookup("name").StringValueOK()
+		unusable = append(unusable, fmt.Sprintf("index %q (%s)", name, why))
+	}
+	return unusable, ok
+}
+
+// unusableIndex says why the planner cannot use the index spec (a
+// listIndexes document) for ix's queries, "" when it can:
+//   - hidden: the planner ignores a hidden index;
+//   - partialFilterExpression: used only for a query whose filter implies
+//     the expression, which the scan's empty filter and the landings'
+//     user and problem filters do not; a build with a filter of its own
+//     (ix.Partial, the pending check's) is served only by an index with
+//     that filter (a full one would hold every submission);
+//   - another name, for ix.hinted: the query's hint names ix.Name;
+//   - sparse, for ix.scanned: not used where it would miss documents, as
+//     for the scan's sort over every submission (a filter on a key
+//     implies the key exists, so the other queries can use one);
+//   - a collation other than "simple", for ix.stringKeys: string keys
+//     (user) compare by the collation, and a query under the simple
+//     collation cannot use their bounds or order.
+func unusableIndex(spec bson.Raw, ix IndexBuild) string {
+	var why []string
+	if b, ok := spec.Lookup("hidden").BooleanOK(); ok && b {
+		why = append(why, "hidden")
+	}
+	pf, partial := spec.Lookup("partialFilterExpression").DocumentOK()
+	switch {
+	case ix.Partial == nil && partial:
+		why = append(why, "partial")
+	case ix.Partial != nil && !partial:
+		why = append(why, "not partial")
+	case ix.Partial != nil && !sameKeys(pf, ix.Partial):
+		why = append(why, "another partial filter")
+	}
+	if name, _ := spec.Lookup("name").StringValueOK(); ix.hinted && name != ix.Name {
+		why = append(why, "not named "+strconv.Quote(ix.Name)+", which the query hints")
+	}
+	if ix.scanned && optionSet(spec.Lookup("sparse")) {
+		why = append(why, "sparse")
+	}
+	if c, ok := spec.Lookup("collation").DocumentOK(); ok && ix.stringKeys {
+		if loc, _ := c.Lookup("locale").StringValueOK(); loc != "simple" {
+			why = append(why, "collation "+strconv.Quote(loc))
+		}
+	}
+	return strings.Join(why, ", ")
+}
+
+// optionSet reports whether an index option is set: true, or a non-zero
+// number (the shell accepts sparse: 1).
+func optionSet(v bson.RawValue) bool {
+	if b, ok := v.BooleanOK(); ok {
+		return b
+	}
+	if f, ok := v.AsFloat64OK(); ok {
+		return f != 0
+	}
+	return false
 }
 
 // reportWaiting calls building with ix and the time waited every report

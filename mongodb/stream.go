@@ -36,7 +36,7 @@ func (d *DB) Open(ctx context.Context, at watch.Position) (watch.Stream, error) 
 	if err != nil {
 		return nil, streamFail(ctx, d.cfg.Database, "open change stream", err)
 	}
-	st := &Stream{cs: cs, db: d.cfg.Database, wait: getMoreBound(d.cfg)}
+	st := &Stream{cs: cs, db: d.cfg.Database, database: d.db, wait: getMoreBound(d.cfg), killBound: closeTimeout}
 	if len(at.Token) > 0 {
 		st.opened = slices.Clone(cs.ResumeToken())
 	}
@@ -116,9 +116,11 @@ func streamOptions(cfg Config, at watch.Position) *options.ChangeStreamOptionsBu
 // Stream is an open change stream (watch.Stream). It is not safe for
 // concurrent use.
 type Stream struct {
-	cs   *mongo.ChangeStream
-	db   string        // the database's name, for errors
-	wait time.Duration // bounds one getMore (getMoreBound)
+	cs        *mongo.ChangeStream
+	db        string          // the database's name, for errors
+	database  *mongo.Database // for the killCursors of a cut cursor
+	wait      time.Duration   // bounds one getMore (getMoreBound)
+	killBound time.Duration   // bounds Close's killCursors (closeTimeout)
 	// opened: when opened with startAfter, the driver's resume token once
 	// open (the first batch's postBatchResumeToken, or the token given);
 	// while the driver's token is still this one, it resumes with the
@@ -126,7 +128,18 @@ type Stream struct {
 	opened bson.Raw
 	// left is the getMore a cancelled Next left running; nil when none.
 	left *leftGetMore
+	// cut is the cursor whose getMore the bound s.wait cut off, which
+	// Close kills; 0 when none. The driver closed it under the ended
+	// context, so no killCursors left (see Next).
+	cut int64
 }
+
+// streamCursorColl is the collection a database-level change stream's
+// cursor is on: the server answers its aggregate with the namespace
+// "<db>.$cmd.aggregate", from which the driver takes the collection its
+// own killCursors names (x/mongo/driver/batch_cursor.go:119-129, 209-210,
+// 341-345).
+const streamCursorColl = "$cmd.aggregate"
 
 // leftGetMore is a getMore that Next stopped waiting for when its
 // context ended.
@@ -161,7 +174,11 @@ type leftGetMore struct {
 // 295-301), so a later Close sends nothing either: the server would keep
 // the cursor until its idle timeout. So the getMore runs under a context
 // only its own bound (getMoreBound) ends; when ctx ends first, Next
-// leaves it running and Close waits for it, then kills the cursor.
+// leaves it running and Close waits for it, then kills the cursor. A
+// getMore that bound cuts off meets the same fate in the driver: Next
+// then remembers the cursor it ran on (a TryNext sends at most one
+// getMore, on the cursor it starts with: after a resume's aggregate it
+// returns, mongo/change_stream.go:737-768) and Close kills it itself.
 //
 // A stream opened with startAfter whose driver token is still the one it
 // was opened at (no event returned, no later postBatchResumeToken) is
@@ -214,12 +231,16 @@ func (s *Stream) tryNext(ctx context.Context) (bool, error) {
 	}
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.wait)
 	token := s.ResumeToken()
+	id := s.cs.ID()
 	done := make(chan struct{})
 	var got bool
 	go func() {
 		defer close(done)
 		defer cancel()
 		got = s.cs.TryNext(gctx)
+		if gctx.Err() != nil && s.cs.ID() == 0 {
+			s.cut = id // closed by the driver under gctx: no killCursors left
+		}
 	}()
 	select {
 	case <-done:
@@ -247,18 +268,20 @@ func (s *Stream) ResumeToken() bson.Raw {
 }
 
 // Close implements watch.Stream: it kills the server cursor
-// (killCursors) under ctx, so a caller's deadline bounds it when the
-// server is unreachable: ChangeStream.Close passes ctx to the cursor's
+// (killCursors): ChangeStream.Close passes its context to the cursor's
 // close (mongo/change_stream.go:609-623), which runs killCursors with it
-// (x/mongo/driver/batch_cursor.go, BatchCursor.Close). With a ctx without
-// deadline it is bounded by closeTimeout. A getMore a cancelled Next left
-// running (at most its maxAwaitTimeMS on a live server) is waited for
-// first, so the cursor is still open to kill; if ctx ends before it
-// returns, it is cancelled and the cursor left to the server's idle
-// timeout.
+// (x/mongo/driver/batch_cursor.go:295-345). A getMore a cancelled Next
+// left running is waited for first, under ctx alone: it ends within its
+// maxAwaitTimeMS on a live server (its own bound, getMoreBound, on a
+// silent one), and the cursor is still open to kill only once it has. A
+// bound started before that wait would cut it whenever maxAwaitTimeMS
+// passes the bound, and the cursor would be left at every stop. If ctx
+// ends first, the getMore is cancelled and the cursor left to the
+// server's idle timeout. The killCursors themselves (the stream's cursor,
+// and one a getMore cut off by its bound left, see Next) run under ctx
+// bounded by closeTimeout from when they start, so an unreachable server
+// does not hold a ctx without deadline.
 func (s *Stream) Close(ctx context.Context) error {
-	ctx, cancel := boundClose(ctx)
-	defer cancel()
 	if l := s.left; l != nil {
 		select {
 		case <-l.done:
@@ -269,7 +292,17 @@ func (s *Stream) Close(ctx context.Context) error {
 			return fail(s.db, need{}, "close change stream: a getMore still running", ctx.Err())
 		}
 	}
-	if err := s.cs.Close(ctx); err != nil {
+	kctx, cancel := context.WithTimeout(ctx, s.killBound)
+	defer cancel()
+	err := s.cs.Close(kctx)
+	if id := s.cut; id != 0 {
+		s.cut = 0
+		kill := bson.D{{Key: "killCursors", Value: streamCursorColl}, {Key: "cursors", Value: bson.A{id}}}
+		if kerr := s.database.RunCommand(kctx, kill).Err(); err == nil && kerr != nil {
+			err = fmt.Errorf("kill cursor %d cut off by the getMore bound: %w", id, kerr)
+		}
+	}
+	if err != nil {
 		return fail(s.db, need{}, "close change stream", err)
 	}
 	return nil

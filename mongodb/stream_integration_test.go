@@ -18,41 +18,88 @@ import (
 // TestIntegrationNextCancelledKillsCursor: a Next whose context ends
 // while its getMore waits on the server returns at once, and after Close
 // the server holds no cursor of the stream ($currentOp with idleCursors).
+// Close runs under the engine's bound, maxAwaitTimeMS plus 5 s: with a
+// maxAwaitTimeMS past 5 s too (a killCursors bound started before the
+// wait for the getMore would cut it).
 func TestIntegrationNextCancelledKillsCursor(t *testing.T) {
+	// Each getMore waits long enough to be cancelled during it (at
+	// 300ms) and takes longer than the 2 s a Next returning at once may
+	// take; Close waits for it, then kills the cursor.
+	for _, maxAwait := range []time.Duration{3 * time.Second, 6 * time.Second} {
+		t.Run(maxAwait.String(), func(t *testing.T) {
+			db := testDB(t)
+			ctx := testCtx(t)
+			db.cfg.MaxAwait = maxAwait
+			st, id := openedStream(t, db)
+			nctx, cancel := context.WithCancel(ctx)
+			time.AfterFunc(300*time.Millisecond, cancel)
+			began := time.Now()
+			_, ok, err := st.Next(nctx)
+			if took := time.Since(began); took > 2*time.Second {
+				t.Errorf("Next took %v after its context ended at 300ms, want at once", took)
+			}
+			if ok || watch.Classify(nctx, err) != watch.Cancelled {
+				t.Fatalf("cancelled Next = %v, %v; want a cancelled error", ok, err)
+			}
+			cctx, ccancel := context.WithTimeout(context.Background(), maxAwait+closeTimeout)
+			defer ccancel()
+			if err := st.Close(cctx); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			noCursorLeft(t, db, id)
+		})
+	}
+}
+
+// TestIntegrationCutGetMoreCursorKilled: a getMore its own bound cuts
+// off (here 1 s, while the server holds the getMore 3 s with the
+// failCommand fail point: a live server answers within maxAwaitTimeMS,
+// which the driver shortens to the time left, x/mongo/driver/
+// batch_cursor.go:403-423) leaves no cursor on the server once the
+// stream is closed.
+func TestIntegrationCutGetMoreCursorKilled(t *testing.T) {
 	db := testDB(t)
 	ctx := testCtx(t)
-	// The getMore waits long enough to be cancelled during it (at 300ms),
-	// ends well before Close's 5 s bound (Close waits for it, then kills
-	// the cursor), and takes longer than the 2 s a Next returning at once
-	// may take.
-	db.cfg.MaxAwait = 3 * time.Second
+	st, id := openedStream(t, db)
+	st.wait = time.Second
+	faultPoint(t, db, 1, bson.D{{Key: "blockConnection", Value: true}, {Key: "blockTimeMS", Value: 3000}}, "getMore")
+	if _, ok, err := st.Next(ctx); ok || err == nil {
+		t.Fatalf("Next whose getMore its bound cut = %v, %v; want an error", ok, err)
+	}
+	if err := st.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	noCursorLeft(t, db, id)
+}
+
+// openedStream opens a change stream on db, reads its first batch and
+// returns it with its cursor's id.
+func openedStream(t *testing.T, db *DB) (*Stream, int64) {
+	t.Helper()
+	ctx := testCtx(t)
 	if err := db.db.CreateCollection(ctx, materialize.CollUser); err != nil {
 		t.Fatal(err)
 	}
-	st, err := db.Open(ctx, watch.Position{})
+	ws, err := db.Open(ctx, watch.Position{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := ws.(*Stream)
 	if _, _, err := st.Next(ctx); err != nil { // the aggregate's first batch
 		t.Fatal(err)
 	}
-	id := st.(*Stream).cs.ID()
+	id := st.cs.ID()
 	if id == 0 {
 		t.Fatal("the server closed the stream's cursor")
 	}
-	nctx, cancel := context.WithCancel(ctx)
-	time.AfterFunc(300*time.Millisecond, cancel)
-	began := time.Now()
-	_, ok, err := st.Next(nctx)
-	if took := time.Since(began); took > 2*time.Second {
-		t.Errorf("Next took %v after its context ended at 300ms, want at once", took)
-	}
-	if ok || watch.Classify(nctx, err) != watch.Cancelled {
-		t.Fatalf("cancelled Next = %v, %v; want a cancelled error", ok, err)
-	}
-	if err := st.Close(context.Background()); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	return st, id
+}
+
+// noCursorLeft fails t when the server still holds cursor id ($currentOp
+// with idleCursors; skips when the test user may not run it).
+func noCursorLeft(t *testing.T, db *DB, id int64) {
+	t.Helper()
+	ctx := testCtx(t)
 	cur, err := db.client.Database("admin").Aggregate(ctx, bson.A{
 		bson.D{{Key: "$currentOp", Value: bson.D{{Key: "idleCursors", Value: true}, {Key: "allUsers", Value: true}}}},
 		bson.D{{Key: "$match", Value: bson.D{{Key: "cursor.cursorId", Value: id}}}},

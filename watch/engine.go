@@ -248,6 +248,13 @@ func (e *Engine) progress() { e.failures = 0 }
 // the driver's own timeouts.
 const closeTimeout = 5 * time.Second
 
+// closeBound bounds Stream.Close: closeTimeout for the killCursors after
+// BatchMaxWait, the longest a poll a stop interrupted keeps its getMore
+// on the server (run sets the feed's maxAwaitTimeMS to it); the cursor
+// can be killed only once that getMore returned, so a bound below it
+// would leave the cursor at every stop.
+func (e *Engine) closeBound() time.Duration { return e.Config.BatchMaxWait + closeTimeout }
+
 // stream opens the change stream at the checkpoint and processes batches.
 // Every error it returns is a *Fault.
 func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
@@ -274,7 +281,7 @@ func (e *Engine) stream(ctx context.Context, untilQuiet bool) error {
 	e.Metrics.StreamOpen.Set(1)
 	defer func() {
 		e.Metrics.StreamOpen.Set(0)
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.closeBound())
 		defer cancel()
 		if err := st.Close(cctx); err != nil {
 			f := e.fault(cctx, PhaseClose, fmt.Errorf("close change stream: %w", err)) // skip: the server kills an idle cursor itself

@@ -148,16 +148,19 @@ const (
 	PhaseIndexBuild
 	// PhaseClose: closing a change stream.
 	PhaseClose
+	// PhasePendingCheck: the lease holder's periodic query for
+	// submissions left pending (PendingCheck).
+	PhasePendingCheck
 )
 
 // numPhases is the number of phases (the columns of the policy table).
-const numPhases = int(PhaseClose) + 1
+const numPhases = int(PhasePendingCheck) + 1
 
 var phaseNames = [numPhases]string{
 	PhaseStreamOpen: "stream_open", PhaseStreamNext: "stream_next", PhaseCheckpointLoad: "checkpoint_load",
 	PhaseSourceRead: "source_read", PhaseKeyIndexWrite: "key_index_write", PhaseDerivedWrite: "derived_write",
 	PhaseCheckpointSave: "checkpoint_save", PhaseRebuildScan: "rebuild_scan", PhaseRebuildApply: "rebuild_apply",
-	PhaseLease: "lease", PhaseIndexBuild: "index_build", PhaseClose: "close",
+	PhaseLease: "lease", PhaseIndexBuild: "index_build", PhaseClose: "close", PhasePendingCheck: "pending_check",
 }
 
 // String is the phase's name as metrics and logs carry it.
@@ -248,8 +251,12 @@ func (a Action) String() string {
 //   - Cancelled: shutdown. LeaseLost: stand by.
 //   - Close: whatever the class, a stream that cannot be closed is left to
 //     the server, which kills an idle cursor after its timeout: skip.
+//   - PendingCheck: a report, not a step of the derivation, which must
+//     not stop for it: what a retry could fix is retried, the rest
+//     skipped (both check again a minute later; the log and the
+//     decisions counter show it); shutdown stops, a lost lease stands by.
 var policy = func() (t [numClasses][numPhases]Action) {
-	//   open, next, load, read, keyW, derW, save, scan, apply, lease, index, close
+	//   open, next, load, read, keyW, derW, save, scan, apply, lease, index, close, pending
 	row := func(c Class, a ...Action) {
 		if len(a) != numPhases {
 			panic(fmt.Sprintf("watch: policy row %s has %d cells, want %d", c, len(a), numPhases))
@@ -259,17 +266,17 @@ var policy = func() (t [numClasses][numPhases]Action) {
 	const (
 		R, O, B, S, X, L, P = ActRetry, ActReopen, ActRebuild, ActSkip, ActExit, ActStandBy, ActStop
 	)
-	row(Unclassified /*     */, X, X, R, R, R, R, R, R, R, R, X, S)
-	row(Transient /*        */, O, O, R, R, R, R, R, R, R, R, X, S)
-	row(Overloaded /*       */, O, O, R, R, R, R, R, R, R, R, X, S)
-	row(HistoryLost /*      */, B, B, X, X, X, X, X, X, X, X, X, S)
-	row(ResumeImpossible /* */, B, B, X, X, X, X, X, X, X, X, X, S)
-	row(Refused /*          */, X, X, X, X, S, S, X, X, S, X, X, S)
-	row(Unauthorized /*     */, X, X, X, X, X, X, X, X, X, X, X, S)
-	row(NotPrimary /*       */, X, X, X, X, X, X, X, X, X, X, X, S)
-	row(Cancelled /*        */, P, P, P, P, P, P, P, P, P, P, P, S)
-	row(Fatal /*            */, X, X, X, X, X, X, X, X, X, X, X, S)
-	row(LeaseLost /*        */, L, L, L, L, L, L, L, L, L, L, L, S)
+	row(Unclassified /*     */, X, X, R, R, R, R, R, R, R, R, X, S, R)
+	row(Transient /*        */, O, O, R, R, R, R, R, R, R, R, X, S, R)
+	row(Overloaded /*       */, O, O, R, R, R, R, R, R, R, R, X, S, R)
+	row(HistoryLost /*      */, B, B, X, X, X, X, X, X, X, X, X, S, S)
+	row(ResumeImpossible /* */, B, B, X, X, X, X, X, X, X, X, X, S, S)
+	row(Refused /*          */, X, X, X, X, S, S, X, X, S, X, X, S, S)
+	row(Unauthorized /*     */, X, X, X, X, X, X, X, X, X, X, X, S, S)
+	row(NotPrimary /*       */, X, X, X, X, X, X, X, X, X, X, X, S, S)
+	row(Cancelled /*        */, P, P, P, P, P, P, P, P, P, P, P, S, P)
+	row(Fatal /*            */, X, X, X, X, X, X, X, X, X, X, X, S, S)
+	row(LeaseLost /*        */, L, L, L, L, L, L, L, L, L, L, L, S, L)
 	return t
 }()
 

@@ -386,26 +386,37 @@ func (s *closeStream) Close(ctx context.Context) error {
 // TestStreamCloseBounded: the change stream was
 // closed under context.WithoutCancel, with no deadline, so with the
 // server unreachable shutdown and the lease release waited behind
-// killCursors. Close now runs under a deadline of at most 5 s.
+// killCursors. Close now runs under a deadline: the 5 s of a killCursors
+// after BatchMaxWait, the longest the getMore of a poll the stop
+// interrupted keeps waiting on the server (the feed's maxAwaitTimeMS is
+// the same setting). With a flat 5 s, a BatchMaxWait of 5 s or more cut
+// that getMore at every stop and left its cursor on the server.
 func TestStreamCloseBounded(t *testing.T) {
-	f := newFixture(t)
-	drain(t, f.st)
-	feed := &closeFeed{Store: f.st}
-	eng := newEngine(f.st)
-	eng.Feed = feed
-	eng.Config.IdlePause = time.Millisecond
-	opened := func() bool { return testutil.ToFloat64(eng.Metrics.StreamOpen) == 1 }
-	eng.Metrics = watch.NewMetrics(nil)
-	if err := runFor(t, eng, &sleeps{}, opened); err != nil {
-		t.Fatal(err)
-	}
-	feed.mu.Lock()
-	defer feed.mu.Unlock()
-	if feed.closes != 1 {
-		t.Fatalf("%d closes, want 1", feed.closes)
-	}
-	if left := feed.deadlines[0]; left < 0 || left > 5*time.Second {
-		t.Errorf("stream closed with %v left on its context (-1: no deadline), want a deadline of at most 5s", left)
+	for _, maxWait := range []time.Duration{200 * time.Millisecond, 6 * time.Second, time.Minute} {
+		t.Run(maxWait.String(), func(t *testing.T) {
+			f := newFixture(t)
+			drain(t, f.st)
+			feed := &closeFeed{Store: f.st}
+			eng := newEngine(f.st)
+			eng.Feed = feed
+			eng.Config.IdlePause = time.Millisecond
+			eng.Config.BatchMaxWait = maxWait
+			opened := func() bool { return testutil.ToFloat64(eng.Metrics.StreamOpen) == 1 }
+			eng.Metrics = watch.NewMetrics(nil)
+			if err := runFor(t, eng, &sleeps{}, opened); err != nil {
+				t.Fatal(err)
+			}
+			feed.mu.Lock()
+			defer feed.mu.Unlock()
+			if feed.closes != 1 {
+				t.Fatalf("%d closes, want 1", feed.closes)
+			}
+			// Close is called right after the stop: all but the time
+			// that took is left, and the getMore's wait must fit in it.
+			if left := feed.deadlines[0]; left < maxWait || left > maxWait+5*time.Second {
+				t.Errorf("stream closed with %v left on its context (-1: no deadline), want more than BatchMaxWait %v and at most 5s more", left, maxWait)
+			}
+		})
 	}
 }
 

@@ -15,23 +15,23 @@ import (
 // watch/fault.go: one line per class, one action per phase in the order
 // stream_open, stream_next, checkpoint_load, source_read, key_index_write,
 // derived_write, checkpoint_save, rebuild_scan, rebuild_apply, lease,
-// index_build, close.
+// index_build, close, pending_check.
 const wantPolicy = `
-unclassified      exit    exit    retry   retry   retry   retry   retry   retry   retry   retry   exit  skip
-transient         reopen  reopen  retry   retry   retry   retry   retry   retry   retry   retry   exit  skip
-overloaded        reopen  reopen  retry   retry   retry   retry   retry   retry   retry   retry   exit  skip
-history_lost      rebuild rebuild exit    exit    exit    exit    exit    exit    exit    exit    exit  skip
-resume_impossible rebuild rebuild exit    exit    exit    exit    exit    exit    exit    exit    exit  skip
-refused           exit    exit    exit    exit    skip    skip    exit    exit    skip    exit    exit  skip
-unauthorized      exit    exit    exit    exit    exit    exit    exit    exit    exit    exit    exit  skip
-not_primary       exit    exit    exit    exit    exit    exit    exit    exit    exit    exit    exit  skip
-cancelled         stop    stop    stop    stop    stop    stop    stop    stop    stop    stop    stop  skip
-fatal             exit    exit    exit    exit    exit    exit    exit    exit    exit    exit    exit  skip
-lease_lost        stand_by stand_by stand_by stand_by stand_by stand_by stand_by stand_by stand_by stand_by stand_by skip
+unclassified      exit    exit    retry   retry   retry   retry   retry   retry   retry   retry   exit  skip  retry
+transient         reopen  reopen  retry   retry   retry   retry   retry   retry   retry   retry   exit  skip  retry
+overloaded        reopen  reopen  retry   retry   retry   retry   retry   retry   retry   retry   exit  skip  retry
+history_lost      rebuild rebuild exit    exit    exit    exit    exit    exit    exit    exit    exit  skip  skip
+resume_impossible rebuild rebuild exit    exit    exit    exit    exit    exit    exit    exit    exit  skip  skip
+refused           exit    exit    exit    exit    skip    skip    exit    exit    skip    exit    exit  skip  skip
+unauthorized      exit    exit    exit    exit    exit    exit    exit    exit    exit    exit    exit  skip  skip
+not_primary       exit    exit    exit    exit    exit    exit    exit    exit    exit    exit    exit  skip  skip
+cancelled         stop    stop    stop    stop    stop    stop    stop    stop    stop    stop    stop  skip  stop
+fatal             exit    exit    exit    exit    exit    exit    exit    exit    exit    exit    exit  skip  skip
+lease_lost        stand_by stand_by stand_by stand_by stand_by stand_by stand_by stand_by stand_by stand_by stand_by skip  stand_by
 `
 
 var wantPhases = []string{"stream_open", "stream_next", "checkpoint_load", "source_read", "key_index_write",
-	"derived_write", "checkpoint_save", "rebuild_scan", "rebuild_apply", "lease", "index_build", "close"}
+	"derived_write", "checkpoint_save", "rebuild_scan", "rebuild_apply", "lease", "index_build", "close", "pending_check"}
 
 // TestDecide walks every cell of the policy (class × phase) and checks
 // the action against the table above; every class and phase of the code
@@ -68,8 +68,8 @@ func TestDecide(t *testing.T) {
 			cells++
 		}
 	}
-	if cells != 11*12 {
-		t.Errorf("%d cells walked, want 132", cells)
+	if cells != 11*13 {
+		t.Errorf("%d cells walked, want 143", cells)
 	}
 }
 

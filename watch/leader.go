@@ -37,8 +37,11 @@ type Leader struct {
 	// NewEngine returns the engine to run for one term; epoch is the
 	// lease epoch its checkpoints must carry.
 	NewEngine func(epoch int64) *Engine
-	Metrics   *Metrics
-	Log       zerolog.Logger
+	// Pending, when set, runs beside each term's engine (Run only): the
+	// lease holder alone reports pending submissions.
+	Pending *PendingCheck
+	Metrics *Metrics
+	Log     zerolog.Logger
 	// Now is the local clock, used only to measure time elapsed since a
 	// renewal was sent (the write guard); expiry itself is the store's.
 	Now func() time.Time
@@ -79,7 +82,11 @@ func (l *Leader) Run(ctx context.Context) error {
 		case !ok:
 			l.Log.Debug().Str("holder", lease.Owner).Int64("epoch", lease.Epoch).Msg("lease held by another instance; standing by")
 		default:
-			lost, err := l.term(ctx, lease, sent, every, func(ctx context.Context, e *Engine) error { return e.Run(ctx) })
+			job := func(ctx context.Context, e *Engine) error { return e.Run(ctx) }
+			if l.Pending != nil {
+				job = withPending(l.Pending, job)
+			}
+			lost, err := l.term(ctx, lease, sent, every, job)
 			if err != nil {
 				return err
 			}

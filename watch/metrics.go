@@ -33,6 +33,9 @@ type Metrics struct {
 	UnresolvedPairs prometheus.Counter
 	MongoDBUp       prometheus.Gauge       // 1 while the last MongoDB round trip (start-up checks, then each lease acquire/renewal) succeeded
 	Decisions       *prometheus.CounterVec // fault policy decisions: class, phase, action
+	// Set by PendingCheck on the lease holder; 0 on a standby.
+	PendingSubmissions   prometheus.Gauge
+	PendingOldestSeconds prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg (when non-nil).
@@ -91,6 +94,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "fault_decisions_total",
 			Help: "Errors met, by class, phase and the action the fault policy decided (retry, reopen, rebuild, skip, exit, stand_by, stop)."},
 			[]string{"class", "phase", "action"}),
+		PendingSubmissions: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "pending_submissions",
+			Help: "Submissions pending (status -1, not handwritten) longer than MATERIALIZER_PENDING_AGE at the last check: results that never landed. The lease holder checks every minute; 0 on a standby."}),
+		PendingOldestSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "pending_oldest_seconds",
+			Help: "How long the oldest of materializer_pending_submissions has been pending (now minus its lastSend); 0 when none."}),
 	}
 	// Known label values are exported at 0 from the start: a series born
 	// at 1 has no earlier sample, so increase() and rate() in alert rules
@@ -114,7 +121,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Events, m.BadEvents, m.Batches, m.KeysRecomputed, m.Writes, m.WritesSkipped, m.WritesRejected, m.EchoesSkipped, m.EchoRecords,
 			m.PenaltyErrors, m.Malformed, m.Rebuilds, m.Restarts, m.Checkpoints, m.LagSeconds, m.StreamOpen,
 			m.LeaseHeld, m.LeaseEpoch, m.CacheDeletes, m.CacheFailures, m.BatchSeconds, m.UnresolvedPairs,
-			m.MongoDBUp, m.Decisions)
+			m.MongoDBUp, m.Decisions, m.PendingSubmissions, m.PendingOldestSeconds)
 	}
 	return m
 }

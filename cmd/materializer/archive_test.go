@@ -448,64 +448,6 @@ func TestOfflineArchiveProgress(t *testing.T) {
 	}
 }
 
-// TestOperationsArchiveRestore runs the materializer steps of
-// docs/recovery.md's restore from an archive (mongodump and mongorestore
-// need a server; the gzipped archive the mongodump line writes is built
-// here): the rebuild writes the corrected archive, and its verify exits 0
-// as the comment says.
-func TestOperationsArchiveRestore(t *testing.T) {
-	cleanConfigEnv(t)
-	doc, err := os.ReadFile("../../docs/recovery.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(doc), "<!-- procedure: restore from an archive")
-	if !ok {
-		t.Fatal("docs/recovery.md: no marked restore from an archive")
-	}
-	_, block, _ := strings.Cut(rest, "```sh\n")
-	block, _, _ = strings.Cut(block, "```")
-	v, _ := driftiestVector(t)
-	arch, _ := archiveOfDump(t, dumpColls(v.DB, otherCollections()), true)
-	t.Chdir(t.TempDir())
-	t.Setenv("TMPDIR", t.TempDir())
-	ran := 0
-	for _, line := range strings.Split(block, "\n") {
-		cmd, comment, _ := strings.Cut(line, "#")
-		args := strings.Fields(cmd)
-		switch {
-		case len(args) > 0 && args[0] == "mongodump":
-			// What it writes: the file named by --archive=.
-			for _, a := range args {
-				if f, ok := strings.CutPrefix(a, "--archive="); ok {
-					if err := os.WriteFile(f, arch, 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-		case len(args) > 0 && args[0] == "materializer":
-			want := exitOK
-			if strings.Contains(comment, "exit 1") {
-				want = exitFail
-			}
-			if r := runCLI(t, args[1:]...); r.code != want {
-				t.Errorf("%s: want exit %d\n%v", cmd, want, r)
-			}
-			ran++
-		}
-	}
-	if ran != 2 {
-		t.Errorf("ran %d materializer commands of the procedure, want 2 (rebuild, verify)", ran)
-	}
-	out, err := os.ReadFile("fixed.archive.gz")
-	if err != nil {
-		t.Fatalf("the procedure's rebuild wrote no fixed.archive.gz: %v", err)
-	}
-	if !readArchive(t, out).gzip {
-		t.Error("the corrected archive of a gzipped one is not gzipped")
-	}
-}
-
 // TestArchiveOutFollowsSuffix: the corrected archive is compressed as its
 // name says, whatever the input was: .gz is gzip, .archive is not (what
 // mongorestore --archive, with or without --gzip, will be given); another

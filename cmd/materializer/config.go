@@ -36,6 +36,7 @@ type Config struct {
 	LeaseTTL             time.Duration `envconfig:"MATERIALIZER_LEASE_TTL" default:"15s" desc:"lease duration; a standby takes over within about this long"`
 	RedisURL             string        `envconfig:"MATERIALIZER_REDIS_URL" desc:"Back-End's Redis; when set, high-score cache keys are deleted after writes land"`
 	WriteTimeout         time.Duration `envconfig:"MATERIALIZER_WRITE_TIMEOUT" default:"5s" desc:"timeout of each bulk write, checkpoint and lease write (positive, under half of LEASE_TTL)"`
+	PendingAge           time.Duration `envconfig:"MATERIALIZER_PENDING_AGE" default:"30m" desc:"report submissions pending (status -1) longer than this: results that never landed (0: off; else at least 5m)"`
 
 	// allowStandalone is set by the commands that need no change stream
 	// (rebuild, verify, status, seed), not by the environment: openMongo
@@ -121,6 +122,9 @@ func loadConfig(needMongo bool) (*Config, error) {
 	if c.ReadyMaxLag <= 0 {
 		return nil, &configError{envPrefix + "_READY_MAX_LAG must be positive"}
 	}
+	if err := checkPendingAge(envPrefix+"_PENDING_AGE", c.PendingAge); err != nil {
+		return nil, err
+	}
 	if err := checkDatabaseName(c.Database); err != nil {
 		return nil, err
 	}
@@ -176,4 +180,18 @@ func checkCollections(c *Config) error {
 		return &configError{fmt.Sprintf("%s %v", name, err)}
 	}
 	return &configError{fmt.Sprintf("%s=%q: %v", name, ce.Name, err)}
+}
+
+// minPendingAge is the least pending age worth reporting: the Back-End
+// refuses to rejudge a submission sent less than 5 minutes ago ("haven't
+// be judged", 403).
+const minPendingAge = 5 * time.Minute
+
+// checkPendingAge refuses a pending age other than 0 (off) or at least
+// minPendingAge; name is the variable or flag that set it.
+func checkPendingAge(name string, d time.Duration) error {
+	if d != 0 && d < minPendingAge {
+		return &configError{fmt.Sprintf("%s must be 0 (off) or at least %s (the Back-End refuses to rejudge a submission sent less than 5 minutes ago), got %s", name, minPendingAge, d)}
+	}
+	return nil
 }

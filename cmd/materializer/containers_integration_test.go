@@ -19,12 +19,15 @@ import (
 	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
 )
 
-// startMongoContainer starts image (mongo:7, mongo:4.2), as the single
+// startMongoContainer starts image (testenv.MongoImage(), mongo:4.2), as the single
 // member of replica set rs0 when replicaSet is set, and returns its connection string and a
 // function that terminates it (non-nil whenever a container was created,
 // even when err is not nil).
 func startMongoContainer(ctx context.Context, image string, replicaSet bool) (uri string, stop func(), err error) {
-	var opts []testcontainers.ContainerCustomizer
+	// The test commands give the fault tests their failCommand fail points.
+	opts := []testcontainers.ContainerCustomizer{
+		testcontainers.WithCmdArgs("--setParameter", "enableTestCommands=1"),
+	}
 	if replicaSet {
 		opts = append(opts, tcmongo.WithReplicaSet("rs0"))
 	}

@@ -30,6 +30,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/normal-oj/noj-materializer/internal/bsontest"
+	"github.com/normal-oj/noj-materializer/internal/testenv"
 	"github.com/normal-oj/noj-materializer/materialize"
 	"github.com/normal-oj/noj-materializer/materialize/materializetest"
 )
@@ -45,6 +46,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if code, ok := shimMain(); ok { // run as the procedure tests' docker
+		os.Exit(code)
+	}
 	code := m.Run()
 	if stopContainer != nil {
 		stopContainer()
@@ -61,7 +65,7 @@ func integrationURI(t *testing.T) string {
 	}
 	mongoOnce.Do(findMongo)
 	if mongoURI == "" {
-		t.Skipf("%s (%s)", noMongoSkip, mongoWhy)
+		testenv.NoServer(t, fmt.Sprintf("%s (%s)", noMongoSkip, mongoWhy))
 	}
 	return mongoURI
 }
@@ -77,7 +81,7 @@ func findMongo() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	uri, stop, err := startMongoContainer(ctx, "mongo:7", true)
+	uri, stop, err := startMongoContainer(ctx, testenv.MongoImage(), true)
 	stopContainer = stop // run by TestMain, even when the container failed to start
 	if err != nil {
 		mongoWhy = err.Error()

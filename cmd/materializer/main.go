@@ -6,7 +6,7 @@
 //
 //	materializer <command> [flags]
 //
-// Commands: run, rebuild, verify, status, explain, seed, version (also
+// Commands: run, rebuild, verify, status, pending, explain, seed, version (also
 // --version). Configuration is
 // read from MATERIALIZER_* environment variables. Exit status: 0 success,
 // 1 failure (or drift found by verify), 2 usage or configuration error,
@@ -68,7 +68,8 @@ func commands() []command {
 		{"run", "tail the change stream and keep derived values current (the sidecar)", cmdRun},
 		{"rebuild", "recompute every derived value once, then exit (online, or offline on a mongodump)", cmdRebuild},
 		{"verify", "compare stored derived values with a recompute; exit 1 on drift", cmdVerify},
-		{"status", "show the saved checkpoint, its cluster time, the lag and the lease", cmdStatus},
+		{"status", "show the saved checkpoint, its cluster time, the lag, the lease and pending submissions", cmdStatus},
+		{"pending", "list submissions whose judging result never landed, with the rejudge call for each", cmdPending},
 		{"explain", "show step by step how one user's values for one problem are derived (read-only)", cmdExplain},
 		{"seed", "generate Normal-OJ-shaped demo data into MongoDB, a mongodump directory or an archive", cmdSeed},
 		{"version", "print the version (also: materializer --version)", cmdVersion},

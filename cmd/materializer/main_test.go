@@ -87,7 +87,7 @@ func cleanConfigEnv(t testing.TB) {
 }
 
 // documentedCommands are the subcommands named by the README.
-var documentedCommands = []string{"run", "rebuild", "verify", "status", "explain", "seed", "version"}
+var documentedCommands = []string{"run", "rebuild", "verify", "status", "pending", "explain", "seed", "version"}
 
 func TestHelpListsEveryCommand(t *testing.T) {
 	cleanConfigEnv(t)
@@ -204,6 +204,7 @@ func TestSubcommandHelp(t *testing.T) {
 		"rebuild": {"-dry-run", "-dump", "-out"},
 		"verify":  {"-dump", "-max-diffs"},
 		"status":  nil,
+		"pending": {"-older-than", "-json"},
 		"seed":    {"-users", "-problems", "-homeworks", "-submissions", "-seed", "-out"},
 		"version": nil,
 	}

@@ -95,6 +95,8 @@ func populatedRegistry(t *testing.T) (*prometheus.Registry, *watch.Metrics) {
 	m.BatchSeconds.Observe(0.02)
 	m.UnresolvedPairs.Inc()
 	m.Decisions.WithLabelValues("transient", "stream_next", "reopen").Inc()
+	m.PendingSubmissions.Set(2)
+	m.PendingOldestSeconds.Set(3600)
 
 	v := reflect.ValueOf(m).Elem()
 	for i := range v.NumField() {

@@ -1,20 +1,30 @@
 package main
 
-// docs/recovery.md's restore procedure, run as far as it runs
-// without a server: its mongodump emulated by seed --out (same layout),
-// its container invocations run in process with their volumes mapped to
-// directories of the test.
+// The operator's procedures for Normal-OJ's stack (docs/install.md,
+// docs/switch-over.md, docs/recovery.md), run as pasted into a shell, in
+// a copy of the site (the fixtures of contrib/normal-oj-backend/compose/
+// testdata), against the Docker CLI of composeshim_test.go.
 
 import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// docBlock returns the shell block following marker in a Markdown file,
-// its continuation lines joined.
-func docBlock(t *testing.T, path, marker string) []string {
+// docScript returns the shell block following marker in a Markdown file
+// as written.
+func docScript(t *testing.T, path, marker string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -27,13 +37,23 @@ func docBlock(t *testing.T, path, marker string) []string {
 	}
 	s = s[i:]
 	start := strings.Index(s, "```sh\n")
-	end := strings.Index(s[start+6:], "```")
-	if start < 0 || end < 0 {
+	if start < 0 {
 		t.Fatalf("%s: no sh block after %q", path, marker)
 	}
+	end := strings.Index(s[start+6:], "```")
+	if end < 0 {
+		t.Fatalf("%s: no sh block after %q", path, marker)
+	}
+	return s[start+6 : start+6+end]
+}
+
+// docBlock returns the shell block following marker in a Markdown file,
+// its continuation lines joined.
+func docBlock(t *testing.T, path, marker string) []string {
+	t.Helper()
 	var lines []string
 	cur := ""
-	for _, l := range strings.Split(s[start+6:start+6+end], "\n") {
+	for _, l := range strings.Split(docScript(t, path, marker), "\n") {
 		if strings.HasSuffix(l, "\\") {
 			cur += strings.TrimSuffix(l, "\\") + " "
 			continue
@@ -77,142 +97,6 @@ func shellWords(line string) (words []string, comment string) {
 		words = append(words, w.String())
 	}
 	return words, ""
-}
-
-func TestOperationsRestoreProcedure(t *testing.T) {
-	cleanConfigEnv(t)
-	lines := docBlock(t, filepath.Join("..", "..", "docs", "recovery.md"), "<!-- procedure: restore from a directory")
-	pwd := t.TempDir()
-	if err := os.Mkdir(filepath.Join(pwd, "MongoDB"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// /data/db in the mongo container is ./MongoDB (the stock compose file).
-	mongoPath := func(p string) string {
-		if !strings.HasPrefix(p, "/data/db/") {
-			t.Fatalf("a mongo container path outside /data/db: %s", p)
-		}
-		return filepath.Join(pwd, "MongoDB", strings.TrimPrefix(p, "/data/db/"))
-	}
-	ran := map[string]int{}
-	var fixed string
-	for _, line := range lines {
-		words, comment := shellWords(strings.ReplaceAll(line, "$PWD", pwd))
-		if len(words) == 0 {
-			continue
-		}
-		switch {
-		case len(words) > 4 && strings.Join(words[:4], " ") == "docker compose exec mongo" && words[4] == "mongodump":
-			// The backup: seed --out writes mongodump's layout; --gzip
-			// compresses every file, as mongodump --gzip does.
-			var db, out string
-			gz := false
-			for i := 5; i < len(words); i++ {
-				switch words[i] {
-				case "--db":
-					db, i = words[i+1], i+1
-				case "--out":
-					out, i = mongoPath(words[i+1]), i+1
-				case "--gzip":
-					gz = true
-				}
-			}
-			if db != "normal-oj" || out == "" {
-				t.Fatalf("mongodump without --db normal-oj --out: %s", line)
-			}
-			if r := runCLI(t, "seed", "--users", "40", "--submissions", "3000", "--out", filepath.Join(out, db)); r.code != exitOK {
-				t.Fatalf("seed as the backup: %v", r)
-			}
-			if gz {
-				gzipDir(t, filepath.Join(out, db))
-			}
-			if r := runCLI(t, "verify", "--dump", out); r.code != exitFail {
-				t.Fatalf("the backup verifies clean: the seed leaves stale values\n%v", r)
-			}
-			ran["mongodump"]++
-		case words[0] == "mkdir":
-			fixed = filepath.Join(pwd, words[len(words)-1])
-			if err := os.Mkdir(fixed, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(fixed, 0o2775|os.ModeSetgid); err != nil {
-				t.Fatal(err)
-			}
-			ran["mkdir"]++
-		case len(words) > 2 && words[0] == "docker" && words[1] == "run":
-			vols := map[string]string{} // container path → host path
-			var ro []string
-			i := 2
-			for ; i < len(words) && strings.HasPrefix(words[i], "-"); i++ {
-				switch words[i] {
-				case "-v", "--volume":
-					i++
-					spec := strings.Split(words[i], ":")
-					vols[spec[1]] = spec[0]
-					if len(spec) > 2 && spec[2] == "ro" {
-						ro = append(ro, spec[0])
-					}
-				case "--user", "-u", "-e", "--env":
-					i++
-				}
-			}
-			if i >= len(words) || !strings.HasPrefix(words[i], "noj-materializer:") {
-				t.Fatalf("docker run of another image: %s", line)
-			}
-			args := words[i+1:]
-			for k, a := range args {
-				for c, h := range vols {
-					if a == c || strings.HasPrefix(a, c+"/") {
-						args[k] = h + strings.TrimPrefix(a, c)
-					}
-				}
-			}
-			before := map[string]map[string][]byte{}
-			for _, h := range ro {
-				before[h] = treeOf(t, h)
-			}
-			r := runCLI(t, args...)
-			want := exitOK
-			if strings.Contains(comment, "exit 1") {
-				want = exitFail
-			}
-			if r.code != want {
-				t.Fatalf("%s\n(as materializer %q): want exit %d\n%v", line, args, want, r)
-			}
-			for _, h := range ro {
-				if !mapsEqual(before[h], treeOf(t, h)) {
-					t.Errorf("the read-only volume %s was written to", h)
-				}
-			}
-			ran[args[0]]++
-		case len(words) > 1 && words[0] == "docker" && words[1] == "compose":
-			// Stopping the daemon, mongorestore, the online rebuild: they
-			// need a server; the offline part must be done by now.
-			ran["server"]++
-		default:
-			t.Fatalf("a step the test does not know: %s", line)
-		}
-	}
-	for _, step := range []string{"mongodump", "mkdir", "rebuild", "verify", "server"} {
-		if ran[step] == 0 {
-			t.Errorf("the procedure has no %s step", step)
-		}
-	}
-	if fixed == "" {
-		return
-	}
-	st, err := os.Stat(fixed)
-	if err != nil || st.Mode()&os.ModeSetgid == 0 || st.Mode().Perm() != 0o775 {
-		t.Errorf("the pre-created output lost its mode: %v %v", st.Mode(), err)
-	}
-	ents := mustReadDir(t, fixed)
-	if len(ents) != 1 || ents[0].Name() != "normal-oj" {
-		t.Fatalf("the output holds %v, want normal-oj/", ents)
-	}
-	for _, e := range mustReadDir(t, filepath.Join(fixed, "normal-oj")) {
-		if !strings.HasSuffix(e.Name(), ".gz") {
-			t.Errorf("%s in the output is not gzipped like the backup", e.Name())
-		}
-	}
 }
 
 // restoreStep names what one line of a restore procedure does to the
@@ -331,5 +215,435 @@ func TestRestoreStep(t *testing.T) {
 		if action != c.action || strings.Join(services, " ") != strings.Join(c.services, " ") {
 			t.Errorf("restoreStep(%q) = %q %v, want %q %v", c.line, action, services, c.action, c.services)
 		}
+	}
+}
+
+// composeCommand is the real compose command the shim renders with.
+func composeCommand(t *testing.T) []string {
+	t.Helper()
+	if p, err := exec.LookPath("docker-compose"); err == nil {
+		return []string{p}
+	}
+	if p, err := exec.LookPath("docker"); err == nil && exec.Command(p, "compose", "version").Run() == nil {
+		return []string{p, "compose"}
+	}
+	t.Skip("the procedure tests render with docker-compose (apt-get install --no-install-recommends docker-compose) or the docker compose plugin")
+	return nil
+}
+
+// nojSite is a copy of Normal-OJ's stack directory whose docker and
+// docker-compose are the shim.
+type nojSite struct {
+	dir, state string
+	env        []string
+	writes     map[string]bool // top-level entries of ./MongoDB a container wrote
+}
+
+const nojFixtures = "../../contrib/normal-oj-backend/compose/testdata"
+
+// newNOJSite copies the fixtures; dry: the shim records and never renders.
+func newNOJSite(t *testing.T, dry bool) *nojSite {
+	t.Helper()
+	cleanConfigEnv(t)
+	real := []string{"none"}
+	if !dry {
+		real = composeCommand(t)
+	}
+	s := &nojSite{dir: filepath.Join(t.TempDir(), "Normal-OJ"), state: t.TempDir(), writes: map[string]bool{}}
+	if err := os.CopyFS(s.dir, os.DirFS(nojFixtures)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(s.dir, "deploy.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(s.dir, "MongoDB"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	for _, name := range []string{"docker", "docker-compose"} {
+		if err := os.Symlink(exe, filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	contrib, err := filepath.Abs("../../contrib/normal-oj-backend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	realJSON, _ := json.Marshal(real)
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "COMPOSE_"), strings.HasPrefix(k, "NOJ_"), strings.HasPrefix(k, "DOCKER_"), k == "P", k == "NEXT":
+		case k == "PATH":
+			s.env = append(s.env, "PATH="+bin+string(os.PathListSeparator)+v)
+		default:
+			s.env = append(s.env, kv)
+		}
+	}
+	s.env = append(s.env, shimStateEnv+"="+s.state, shimComposeEnv+"="+string(realJSON), "P="+contrib)
+	if dry {
+		s.env = append(s.env, shimDryEnv+"=1")
+	}
+	return s
+}
+
+// run runs a script as an operator pasting it into bash in the stack's
+// directory, and returns its exit status, what the shim logged and the output.
+func (s *nojSite) run(t *testing.T, script string, env ...string) (int, []shimEntry, string) {
+	t.Helper()
+	logPath := filepath.Join(s.state, "log.jsonl")
+	if err := os.Remove(logPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	// NOJ_SHIM_FAIL_AT counts this script's docker commands.
+	statePath := filepath.Join(s.state, "state.json")
+	if b, err := os.ReadFile(statePath); err == nil {
+		var st shimState
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatal(err)
+		}
+		st.Commands = 0
+		if b, err = json.Marshal(st); err != nil || os.WriteFile(statePath, b, 0o644) != nil {
+			t.Fatal("resetting the shim's command count", err)
+		}
+	}
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir, cmd.Env = s.dir, append(slices.Clone(s.env), env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var log []shimEntry
+	if f, err := os.Open(logPath); err == nil {
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var e shimEntry
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				t.Fatal(err)
+			}
+			log = append(log, e)
+			if e.Kind == "write" {
+				if rel, err := filepath.Rel(filepath.Join(s.dir, "MongoDB"), e.Words[0]); err == nil && !strings.HasPrefix(rel, "..") {
+					s.writes[strings.Split(rel, string(filepath.Separator))[0]] = true
+				}
+			}
+		}
+		f.Close()
+	}
+	return code, log, string(out)
+}
+
+func (s *nojSite) containers(t *testing.T) map[string]*shimContainer {
+	t.Helper()
+	var st shimState
+	b, err := os.ReadFile(filepath.Join(s.state, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Containers
+}
+
+var composeImage = regexp.MustCompile(`(?m)^  mongo:\n    image: (\S+)`)
+
+// mongoImage is the image the site's docker-compose.yml gives mongo.
+func (s *nojSite) mongoImage(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dir, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := composeImage.FindSubmatch(b)
+	if m == nil {
+		t.Fatal("the site's docker-compose.yml names no mongo image")
+	}
+	return string(m[1])
+}
+
+// check: what every procedure must keep, after each block.
+func (s *nojSite) check(t *testing.T, name string, log []shimEntry) {
+	t.Helper()
+	image := s.mongoImage(t)
+	for _, e := range log {
+		switch {
+		case e.Kind == "restore" && len(e.Words) > 0:
+			t.Errorf("%s: mongorestore ran with %v running", name, e.Words)
+		case e.Kind == "recreate" && e.Words[0] == "mongo" && e.Words[1] != image:
+			t.Errorf("%s: mongo recreated on %s; the site's docker-compose.yml says %s", name, e.Words[1], image)
+		case e.Kind == "orphan":
+			t.Errorf("%s: %v %s", name, e.Words, e.Note)
+		}
+	}
+	if m := s.containers(t)["mongo"]; m != nil && m.Service["image"] != image {
+		t.Errorf("%s: mongo's container is on %v; the site's docker-compose.yml says %s", name, m.Service["image"], image)
+	}
+	ents, err := os.ReadDir(filepath.Join(s.dir, "MongoDB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !s.writes[e.Name()] {
+			t.Errorf("%s: MongoDB/%s written from the host: mongo owns ./MongoDB (uid 999), an operator cannot write there", name, e.Name())
+		}
+	}
+}
+
+// nojProcedure names a documented block: its page and marker, and the
+// containers it recreates in TestNOJProcedures' order (what its comments
+// say; all: every service).
+type nojProcedure struct {
+	name, doc string
+	env       []string
+	recreates string
+}
+
+func (p nojProcedure) script(t *testing.T) string {
+	t.Helper()
+	if p.doc == "" {
+		return "./deploy.sh" // the site's routine deploy
+	}
+	return docScript(t, filepath.Join("..", "..", "docs", p.doc), "<!-- procedure: "+p.name)
+}
+
+// nojProcedures: the life of a site, from the stock stack to a rollback.
+var nojProcedures = []nojProcedure{
+	{name: "install the overlay", doc: "install.md"},
+	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=4.4"}, recreates: "mongo web"}, // web: the overlay's settings
+	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=5.0"}, recreates: "mongo"},
+	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=6.0"}, recreates: "mongo"},
+	{name: "upgrade mongo", doc: "install.md", env: []string{"NEXT=7.0"}, recreates: "mongo"},
+	{name: "switch-over: web", doc: "switch-over.md", recreates: "web"},
+	{name: "switch-over: start the daemon", doc: "switch-over.md", recreates: "materializer"},
+	{name: "switch-over: flip", doc: "switch-over.md", recreates: "web"},
+	{name: "deploy.sh", recreates: "all"},
+	{name: "restore from a directory", doc: "recovery.md"},
+	{name: "restore from an archive", doc: "recovery.md"},
+	{name: "rollback: flip back", doc: "switch-over.md", recreates: "web"},
+	{name: "rollback: stop the daemon", doc: "switch-over.md"},
+}
+
+// TestNOJProcedures runs every documented block for Normal-OJ's stack in
+// a site's order, from the stock stack deployed by its own deploy.sh:
+// each ends with exit 0; every command finds its services in the file
+// set it reads; mongo is only ever (re)created on the site's image;
+// mongorestore runs only once web, sandbox and the daemon were stopped by
+// a command that succeeded; the site's deploy.sh keeps the install.
+func TestNOJProcedures(t *testing.T) {
+	s := newNOJSite(t, false)
+	if code, log, out := s.run(t, "./deploy.sh"); code != 0 {
+		t.Fatalf("the stock deploy.sh: exit %d\n%s\n%v", code, out, log)
+	}
+	for _, p := range nojProcedures {
+		code, log, out := s.run(t, p.script(t), p.env...)
+		if code != 0 {
+			t.Fatalf("%s %v: exit %d\n%s", p.name, p.env, code, out)
+		}
+		s.check(t, p.name, log)
+		c := s.containers(t)
+		var recreated []string
+		for _, e := range log {
+			if e.Kind == "recreate" {
+				recreated = append(recreated, e.Words[0])
+			}
+		}
+		slices.Sort(recreated)
+		want := p.recreates
+		if want == "all" {
+			want = strings.Join(slices.Sorted(maps.Keys(c)), " ")
+		}
+		if got := strings.Join(recreated, " "); got != want {
+			t.Errorf("%s %v recreated %q, want %q", p.name, p.env, got, want)
+		}
+		switch p.name {
+		case "restore from a directory", "restore from an archive":
+			restored, redis, started := -1, -1, -1
+			for i, e := range log {
+				switch {
+				case e.Kind == "restore":
+					restored = i
+				case e.Kind == "exec" && e.Words[0] == "redis" && strings.Contains(strings.Join(e.Words, " "), "PROBLEM_*_HIGH_SCORE"):
+					redis = i
+				case e.Kind == "start" && e.Words[0] == "web":
+					started = i
+				}
+			}
+			if restored < 0 || redis < restored || started < redis {
+				t.Errorf("%s: want mongorestore, then Redis's cached high scores deleted in the redis container, then web started; log positions %d, %d, %d", p.name, restored, redis, started)
+			}
+			s.checkRepaired(t, p.name)
+		case "deploy.sh":
+			if w := c["web"]; w == nil || !strings.Contains(envOf(w.Service)["MONGO_HOST"], "replicaSet=rs0") || envOf(w.Service)["DERIVED_DATA_OWNER"] != "materializer" {
+				t.Errorf("deploy.sh: web is not on the replica set in materializer mode: %v", w)
+			}
+			if m := c["mongo"]; m == nil || !strings.Contains(dumpJSON(m.Service["command"]), "--replSet") || m.Service["image"] != "mongo:7.0" {
+				t.Errorf("deploy.sh: mongo is not mongo:7.0 with --replSet: %v", m)
+			}
+			if m := c["materializer"]; m == nil || !m.Running {
+				t.Error("deploy.sh: the daemon does not run")
+			}
+		case "rollback: stop the daemon":
+			if w := c["web"]; w == nil || !w.Running || envOf(w.Service)["DERIVED_DATA_OWNER"] != "backend" {
+				t.Errorf("rollback: web is not running in Back-End mode: %v", w)
+			}
+			if m := c["materializer"]; m != nil && m.Running {
+				t.Error("rollback: the daemon still runs")
+			}
+		}
+	}
+	if got := s.mongoImage(t); got != "mongo:7.0" {
+		t.Errorf("after the upgrades the site's docker-compose.yml says %s, want mongo:7.0", got)
+	}
+}
+
+// checkRepaired: the repaired dump a restore block wrote is compressed
+// as its backup (mongorestore --gzip reads it).
+func (s *nojSite) checkRepaired(t *testing.T, name string) {
+	t.Helper()
+	if name == "restore from an archive" {
+		b, err := os.ReadFile(filepath.Join(s.dir, "fixed.archive.gz"))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !readArchive(t, b).gzip {
+			t.Errorf("%s: the repaired archive of a gzipped one is not gzipped", name)
+		}
+		return
+	}
+	files, _ := filepath.Glob(filepath.Join(s.dir, "MongoDB", "fixed-*", "normal-oj", "*"))
+	if len(files) == 0 {
+		t.Fatalf("%s: no repaired dump in MongoDB/fixed-*/normal-oj", name)
+	}
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".gz") {
+			t.Errorf("%s: %s in the repaired dump is not gzipped like the backup", name, filepath.Base(f))
+		}
+	}
+}
+
+// envOf is a rendered service's environment (a map, or KEY=VALUE lines).
+func envOf(svc map[string]any) map[string]string {
+	env := map[string]string{}
+	switch e := svc["environment"].(type) {
+	case map[string]any:
+		for k, v := range e {
+			env[k] = fmt.Sprint(v)
+		}
+	case []any:
+		for _, kv := range e {
+			k, v, _ := strings.Cut(fmt.Sprint(kv), "=")
+			env[k] = v
+		}
+	}
+	return env
+}
+
+func dumpJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestNOJRestoreNeedsTheInstall: in a stack without the install's .env a
+// bare docker compose reads the development set (no materializer): a
+// restore block stops at its first failing command, and mongorestore
+// never runs.
+func TestNOJRestoreNeedsTheInstall(t *testing.T) {
+	for _, name := range []string{"restore from a directory", "restore from an archive"} {
+		t.Run(name, func(t *testing.T) {
+			s := newNOJSite(t, false)
+			if code, _, out := s.run(t, "./deploy.sh"); code != 0 {
+				t.Fatalf("the stock deploy.sh: exit %d\n%s", code, out)
+			}
+			code, log, out := s.run(t, nojProcedure{name: name, doc: "recovery.md"}.script(t))
+			if code == 0 {
+				t.Errorf("exit 0 without the install\n%s", out)
+			}
+			for _, e := range log {
+				if e.Kind == "restore" {
+					t.Errorf("mongorestore ran (with %v running)\n%s", e.Words, out)
+				}
+			}
+		})
+	}
+}
+
+// TestNOJProceduresStopAtFirstFailure: each documented block, pasted into
+// a shell after the blocks before it, stops at whichever docker command
+// fails first (set -e or &&).
+func TestNOJProceduresStopAtFirstFailure(t *testing.T) {
+	seen := map[string]bool{}
+	for i, p := range nojProcedures {
+		if seen[p.name] || p.doc == "" { // deploy.sh is the site's
+			continue
+		}
+		seen[p.name] = true
+		t.Run(p.name, func(t *testing.T) {
+			// site: a dry site after the blocks before this one.
+			site := func() *nojSite {
+				s := newNOJSite(t, true)
+				for _, q := range nojProcedures[:i] {
+					if code, _, out := s.run(t, q.script(t), q.env...); code != 0 {
+						t.Fatalf("%s: exit %d\n%s", q.name, code, out)
+					}
+				}
+				return s
+			}
+			script := p.script(t)
+			code, log, out := site().run(t, script, p.env...)
+			if code != 0 {
+				t.Fatalf("exit %d with no command failing\n%s", code, out)
+			}
+			n := countKind(log, "cmd")
+			if n == 0 {
+				t.Fatal("no docker command")
+			}
+			for k := 1; k <= n; k++ {
+				code, log, out := site().run(t, script, append(slices.Clone(p.env), shimFailAtEnv+"="+strconv.Itoa(k))...)
+				if code == 0 || countKind(log, "cmd") != k {
+					t.Errorf("docker command %d of %d failing: exit %d after %d commands, want non-zero after %d\n%s", k, n, code, countKind(log, "cmd"), k, out)
+				}
+			}
+		})
+	}
+}
+
+func countKind(log []shimEntry, kind string) int {
+	n := 0
+	for _, e := range log {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// TestNOJInstallStopsWithoutTheOverlay: an install pasted with P naming no
+// checkout stops at the failing copy and leaves the stack's files as they
+// were (a .env naming a missing overlay would break every docker compose
+// there, deploy.sh's too).
+func TestNOJInstallStopsWithoutTheOverlay(t *testing.T) {
+	s := newNOJSite(t, true)
+	deploy, err := os.ReadFile(filepath.Join(s.dir, "deploy.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, out := s.run(t, nojProcedures[0].script(t), "P="+filepath.Join(t.TempDir(), "absent"))
+	if code == 0 {
+		t.Errorf("exit 0 without the overlay\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, ".env")); err == nil {
+		t.Error("the install wrote .env without the overlay")
+	}
+	if now, _ := os.ReadFile(filepath.Join(s.dir, "deploy.sh")); string(now) != string(deploy) {
+		t.Error("the install changed deploy.sh without the overlay")
 	}
 }

@@ -437,8 +437,9 @@ func orNone(s string) string {
 
 func cmdStatus(ctx context.Context, env *environment, args []string) error {
 	fs := newFlags(env, "status", "", `Show the saved checkpoint (resume token or start time), the cluster time of
-the last processed event, the lag behind the cluster's current time, and the
-lease holder and epoch.`)
+the last processed event, the lag behind the cluster's current time, the
+lease holder and epoch, and how many submissions have been pending longer
+than MATERIALIZER_PENDING_AGE ('materializer pending' lists them).`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -446,13 +447,7 @@ lease holder and epoch.`)
 	if err != nil {
 		return err
 	}
-	cfg.allowStandalone = true // read-only: no change stream needed
-	cfg.readOnly = true        // and no index build (a write without a deadline)
-	if _, err := newLogger(env, cfg); err != nil {
-		return err
-	}
-	sayConnecting(env.stderr, cfg)
-	db, err := openMongo(ctx, cfg, zerolog.Nop())
+	db, err := openReadOnly(ctx, env, cfg)
 	if err != nil {
 		return err
 	}
@@ -482,7 +477,7 @@ lease holder and epoch.`)
 		}
 		fmt.Fprintf(env.stdout, "lease: %s by %s, epoch %d, until %s\n", state, l.Owner, l.Epoch, l.Expires.Format(time.RFC3339))
 	}
-	return nil
+	return statusPending(ctx, env.stdout, db, cfg.PendingAge, time.Now().UTC())
 }
 
 func printStatus(w io.Writer, cp resume.Checkpoint, ok bool, now bson.Timestamp) {

@@ -99,6 +99,9 @@ others stand by. SIGINT/SIGTERM stop it cleanly (exit 0).`)
 			}
 		},
 	}
+	if cfg.PendingAge > 0 {
+		leader.Pending = &watch.PendingCheck{Source: db, Age: cfg.PendingAge, Metrics: metrics, Log: log}
+	}
 	log.Info().Str("database", cfg.Database).Str("instance", cfg.InstanceID).Msg("starting")
 	if err := leader.Run(ctx); err != nil {
 		return runError(err)

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,17 +50,22 @@ func partials(out string) []string {
 	return append(a, b...)
 }
 
-// catches reports whether process pid has a handler for sig (Linux:
-// the SigCgt mask of /proc/<pid>/status).
-func catches(pid int, sig syscall.Signal) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+// reading reports whether process pid has a file under dir open (Linux:
+// /proc/<pid>/fd). An offline command opens the dump only after main
+// installed its signal handler, so this is the moment a signal tests the
+// command's handling and not the runtime's default action. (The SigCgt
+// mask of /proc/<pid>/status cannot tell: the Go runtime catches SIGINT
+// and SIGTERM before main runs, and kills the process for them until
+// signal.Notify is called.)
+func reading(pid int, dir string) bool {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return false
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
-			m, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
-			return err == nil && m&(1<<(uint(sig)-1)) != 0
+	for _, fd := range fds {
+		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(target, dir+string(filepath.Separator)) {
+			return true
 		}
 	}
 	return false
@@ -130,13 +134,13 @@ func TestOfflineInterrupts(t *testing.T) {
 		name  string
 		args  func(out string) []string
 		sig   syscall.Signal
-		ready func(out string) bool // the phase to interrupt has begun
+		ready func(out string, pid int) bool // the phase to interrupt has begun
 		code  int
 	}{
 		{"rebuild reading SIGINT", func(out string) []string { return []string{"rebuild", "--dump", big, "--out", out} }, syscall.SIGINT,
-			func(out string) bool { return len(partials(out)) > 0 }, 130},
+			func(out string, _ int) bool { return len(partials(out)) > 0 }, 130},
 		{"rebuild writing SIGINT", func(out string) []string { return []string{"rebuild", "--dump", sparse, "--out", out} }, syscall.SIGINT,
-			func(out string) bool {
+			func(out string, _ int) bool {
 				p := partials(out)
 				return len(p) > 0 && exists(filepath.Join(p[0], "oplog.bson"))
 			}, 130},
@@ -144,7 +148,7 @@ func TestOfflineInterrupts(t *testing.T) {
 			_ = os.Mkdir(out, 0o755)
 			return []string{"rebuild", "--dump", sparse, "--out", out}
 		}, syscall.SIGTERM,
-			func(out string) bool {
+			func(out string, _ int) bool {
 				p := partials(out)
 				return len(p) > 0 && exists(filepath.Join(p[0], "oplog.bson"))
 			}, 143},
@@ -155,17 +159,17 @@ func TestOfflineInterrupts(t *testing.T) {
 		{"rebuild archive unpacking SIGTERM", func(out string) []string {
 			return []string{"rebuild", "--dump", bigArchive, "--out", out + ".archive"}
 		}, syscall.SIGTERM,
-			func(out string) bool { return len(partials(out+".archive")) > 0 }, 143},
+			func(out string, _ int) bool { return len(partials(out+".archive")) > 0 }, 143},
 		{"verify SIGTERM", func(string) []string { return []string{"verify", "--dump", big} }, syscall.SIGTERM,
-			func(string) bool { time.Sleep(50 * time.Millisecond); return true }, 143},
+			func(_ string, pid int) bool { return reading(pid, big) }, 143},
 		{"explain SIGINT", func(string) []string {
 			return []string{"explain", "--dump", big, "--user", "student0001", "--problem", "1"}
 		}, syscall.SIGINT,
-			func(string) bool { time.Sleep(50 * time.Millisecond); return true }, 130},
+			func(_ string, pid int) bool { return reading(pid, big) }, 130},
 		{"seed --out SIGTERM", func(out string) []string {
 			return []string{"seed", "--out", out, "--users", "20000", "--submissions", "5000000"}
 		}, syscall.SIGTERM,
-			func(out string) bool {
+			func(out string, _ int) bool {
 				p := partials(out)
 				if len(p) == 0 {
 					p = []string{out} // today's seed writes into --out itself
@@ -176,7 +180,7 @@ func TestOfflineInterrupts(t *testing.T) {
 		{"seed --archive SIGINT", func(out string) []string {
 			return []string{"seed", "--archive", out, "--users", "20000", "--submissions", "5000000"}
 		}, syscall.SIGINT,
-			func(out string) bool {
+			func(out string, _ int) bool {
 				p := partials(out)
 				if len(p) == 0 {
 					return false
@@ -194,12 +198,10 @@ func TestOfflineInterrupts(t *testing.T) {
 			args := c.args(out)
 			_, existed := os.Stat(out)
 			cmd, stdout, stderr := startBinary(t, bin, args...)
-			waitFor(t, "the phase to begin", func() bool { return c.ready(out) })
-			// A signal before the command installed its handler would
-			// kill it by the default action (exit -1), which is not what
-			// is tested: a loaded machine can take longer than a phase's
-			// wait to get there.
-			waitFor(t, "the signal handler", func() bool { return catches(cmd.Process.Pid, c.sig) })
+			// Each phase begins after main installed the signal handler:
+			// a signal before it would kill the command by the runtime's
+			// default action (exit -1), which is not what is tested.
+			waitFor(t, "the phase to begin", func() bool { return c.ready(out, cmd.Process.Pid) })
 			if err := cmd.Process.Signal(c.sig); err != nil {
 				t.Fatal(err)
 			}

@@ -11,11 +11,13 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/normal-oj/noj-materializer/internal/testenv"
 )
 
 // standaloneURI returns the URI of a standalone mongod for t: the one
 // named by MATERIALIZER_TEST_MONGODB_STANDALONE_URI, or one started with
-// testcontainers (mongo:7 without --replSet) when a Docker engine answers;
+// testcontainers (testenv.MongoImage() without --replSet) when a Docker engine answers;
 // otherwise it skips t.
 func standaloneURI(t *testing.T) string {
 	t.Helper()
@@ -30,7 +32,7 @@ func standaloneURI(t *testing.T) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	uri, stop, err := startMongoContainer(ctx, "mongo:7", false)
+	uri, stop, err := startMongoContainer(ctx, testenv.MongoImage(), false)
 	if stop != nil {
 		t.Cleanup(stop)
 	}

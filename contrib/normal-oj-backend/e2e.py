@@ -16,6 +16,10 @@ Back-End checkout (the current directory) over mongomock:
 5. Compare OUT's user counts and studentStatus entries with the reference,
    field by field. Exit 0 when all are equal.
 
+Runs on both Back-End lines: FastAPI (config.py, dfbd76a) and Flask
+(mongo/config.py, the superproject's pin 0a6e25c, where outputs go to
+GridFS rather than MinIO).
+
 usage: python e2e.py MATERIALIZER_BIN WORK_DIR [SEED]
 '''
 import io
@@ -33,9 +37,8 @@ sys.path.insert(0, os.getcwd())
 import bson  # noqa: E402
 import fakeredis  # noqa: E402
 import mongomock.gridfs  # noqa: E402
-from starlette.testclient import TestClient  # noqa: E402
 
-from config import settings  # noqa: E402
+FLASK = not os.path.exists('config.py')
 import mongo.submission  # noqa: E402
 from mongo import *  # noqa: E402,F401
 from mongo import engine  # noqa: E402
@@ -62,6 +65,54 @@ class FakeMinio:
             FakeMinio.fail_at = None
             raise ConnectionError('object store went away')
         self.objects[name] = data.read()
+
+
+class FailingOutput:
+    '''Flask line: outputs are written to temporary files, then GridFS;
+    `fail_at` makes the n-th output file from now on fail once.'''
+    real = None
+    made = 0
+    fail_at = None
+
+    @classmethod
+    def make(cls, *args, **kwargs):
+        cls.made += 1
+        if cls.fail_at is not None and cls.made >= cls.fail_at:
+            cls.fail_at = None
+            raise OSError('no space left on device')
+        return cls.real(*args, **kwargs)
+
+
+def fail_second_output():
+    '''the next landing fails at its second output, before it saves'''
+    if FLASK:
+        FailingOutput.fail_at = FailingOutput.made + 2
+    else:
+        FakeMinio.fail_at = FakeMinio.puts + 2
+
+
+def set_owner(owner):
+    if FLASK:
+        import mongo.config
+        mongo.config.DERIVED_DATA_OWNER = owner
+    else:
+        from config import settings
+        settings.DERIVED_DATA_OWNER = owner
+
+
+class FlaskClient:
+    '''the calls drive() makes, on Flask's test client'''
+
+    def __init__(self, app):
+        self.app, self.client = app, app.test_client()
+
+    def put(self, url, json):
+        rv = self.client.put(url, json=json)
+        rv.text = rv.get_data(as_text=True)
+        return rv
+
+    def login(self, secret):
+        self.client.set_cookie('piann', secret, domain='test.test')
 
 
 class Landings:
@@ -141,8 +192,8 @@ def drive(rng, client, stats):
         tasks = lambda: sandbox_result(problem, accepted)
         url = f'/submission/{submission.id}/complete'
         if kind == 'fail-before-save':
-            # the second output upload fails: nothing of the result is saved
-            FakeMinio.fail_at = FakeMinio.puts + 2
+            # the second output fails: nothing of the result is saved
+            fail_second_output()
             rv = client.put(url, json={'tasks': tasks(), 'token': token})
             assert rv.status_code == 500, rv.text
         elif kind == 'fail-after-save':
@@ -182,7 +233,10 @@ def drive(rng, client, stats):
             Submission(s.id).submit(code_zip('.pdf' if handwritten else '.c'))
             if handwritten:
                 stats.add('handwritten graded (older ones deleted)')
-                client.cookies.set('piann', User(teacher).secret)
+                if FLASK:
+                    client.login(User(teacher).secret)
+                else:
+                    client.cookies.set('piann', User(teacher).secret)
                 rv = client.put(f'/submission/{s.id}/grade',
                                 json={'score': rng.choice([0, 60, 100])})
                 assert rv.status_code == 200, rv.text
@@ -220,7 +274,7 @@ def read_bson(path):
 
 def reference(stats):
     '''step 4: every judged submission's final result landed once'''
-    settings.DERIVED_DATA_OWNER = 'backend'
+    set_owner('backend')
     db = engine.Submission._get_db()
     db.user.update_many({}, {
         '$set': {
@@ -299,10 +353,28 @@ def main():
     RedisCache.client = property(lambda self: redis)
     mongo.submission.MinioClient = FakeMinio
     mongomock.gridfs.enable_gridfs_integration()
-    from app import app
     stats = Landings()
+    if FLASK:
+        FailingOutput.real = mongo.submission.NamedTemporaryFile
+        mongo.submission.NamedTemporaryFile = FailingOutput.make
+        from app import app as make_app
+        app = make_app()
+        # a route's exception is answered 500, as on the site
+        app.config.update(TESTING=True, SERVER_NAME='test.test',
+                          PROPAGATE_EXCEPTIONS=False)
+        with app.app_context():
+            drive(rng, FlaskClient(app), stats)
+            finish(materializer, work, stats)
+        return
+    from starlette.testclient import TestClient
+    from app import app
     with TestClient(app, raise_server_exceptions=False) as client:
         drive(rng, client, stats)
+    finish(materializer, work, stats)
+
+
+def finish(materializer, work, stats):
+    '''steps 2 to 5'''
     dump_dir, out_dir = f'{work}/dump', f'{work}/out'
     export(dump_dir)
     for argv in ([materializer, 'rebuild', '--dump', dump_dir, '--out',

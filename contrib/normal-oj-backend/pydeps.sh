@@ -29,6 +29,11 @@ modules=(
   pytest:python3-pytest iniconfig:python3-iniconfig pluggy:python3-pluggy
   python_multipart:python3-python-multipart jwt:python3-jwt ulid:python3-ulid
   blinker:python3-blinker
+  # the Flask line (the superproject's pin, 0a6e25c)
+  flask:python3-flask werkzeug:python3-werkzeug jinja2:python3-jinja2
+  markupsafe:python3-markupsafe itsdangerous:python3-itsdangerous
+  click:python3-click requests:python3-requests urllib3:python3-urllib3
+  charset_normalizer:python3-charset-normalizer
 )
 # pydantic_core is compiled: Debian 13's build loads only in its python3.13
 if "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))'; then

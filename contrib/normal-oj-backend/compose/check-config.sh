@@ -3,32 +3,33 @@
 # fixtures shaped like Normal-OJ's docker-compose.yml + docker-compose.prod.yml
 # (testdata/), with `docker-compose config` (or `docker compose config`); no
 # Docker engine needed. Then check what the merge must give: mongo a replica
-# set on >= 4.4 (4.4 by default: the first step from 4.2), the Back-End on
-# the replica set in Back-End mode unless NOJ_DERIVED_DATA_OWNER says
-# otherwise, and the materializer service after a healthy mongo.
+# set on the site's own image (stock, and a site upgraded to mongo:7.0 by
+# editing its docker-compose.yml), the Back-End on the replica set in
+# Back-End mode unless NOJ_DERIVED_DATA_OWNER says otherwise, and the
+# materializer service after a healthy mongo.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 if command -v docker-compose >/dev/null 2>&1; then compose=(docker-compose)
 elif docker compose version >/dev/null 2>&1; then compose=(docker compose)
 else echo "needs docker-compose (apt-get install --no-install-recommends docker-compose) or the docker compose plugin" >&2; exit 2; fi
-files=(-f testdata/docker-compose.yml -f testdata/docker-compose.prod.yml -f docker-compose.materializer.yml)
 PYTHON=${PYTHON:-python3}
 command -v /usr/bin/python3 >/dev/null && /usr/bin/python3 -c 'import yaml' 2>/dev/null && PYTHON=/usr/bin/python3
 
-check() { # label, then env assignments; the merged config must satisfy the assertions
-  local label=$1; shift
-  env -u NOJ_MONGO_IMAGE -u NOJ_DERIVED_DATA_OWNER -u NOJ_MATERIALIZER_IMAGE "$@" \
-    "${compose[@]}" "${files[@]}" config > "$tmp/config.yml"
-  env -u NOJ_MONGO_IMAGE -u NOJ_DERIVED_DATA_OWNER -u NOJ_MATERIALIZER_IMAGE "$@" "$PYTHON" - "$tmp/config.yml" <<'PY'
+check() { # label, the site's directory, then env assignments; the merged config must satisfy the assertions
+  local label=$1 site=$2; shift 2
+  env -u NOJ_DERIVED_DATA_OWNER -u NOJ_MATERIALIZER_IMAGE "$@" \
+    "${compose[@]}" -f "$site/docker-compose.yml" -f "$site/docker-compose.prod.yml" -f docker-compose.materializer.yml \
+    config > "$tmp/config.yml"
+  env -u NOJ_DERIVED_DATA_OWNER -u NOJ_MATERIALIZER_IMAGE "$@" "$PYTHON" - "$tmp/config.yml" "$site/docker-compose.yml" <<'PY'
 import os, sys, yaml
 c = yaml.safe_load(open(sys.argv[1]))['services']
+want_image = yaml.safe_load(open(sys.argv[2]))['services']['mongo']['image']
 def env(svc):
     e = c[svc].get('environment') or {}
     return dict(x.split('=', 1) for x in e) if isinstance(e, list) else e
-want_image = os.environ.get('NOJ_MONGO_IMAGE', 'mongo:4.4')
 want_owner = os.environ.get('NOJ_DERIVED_DATA_OWNER', 'backend')
 checks = [
-    ("mongo image", c['mongo']['image'] == want_image),
+    (f"mongo image the site's {want_image} (got {c['mongo'].get('image')})", c['mongo'].get('image') == want_image),
     ("mongo keeps ./MongoDB", any(str(v).endswith(':/data/db:rw') or str(v).endswith(':/data/db') for v in c['mongo']['volumes'])),
     ("mongo --replSet rs0", c['mongo']['command'][:2] == ['--replSet', 'rs0']),
     ("mongo healthcheck initiates rs0", "rs.initiate" in ' '.join(c['mongo']['healthcheck']['test'])),
@@ -51,5 +52,12 @@ PY
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "docker-compose.materializer.yml over Normal-OJ's docker-compose.yml + docker-compose.prod.yml (fixtures):"
-check "defaults (mongo:4.4, Back-End mode)"
-check "after the upgrades, switched over" NOJ_MONGO_IMAGE=mongo:7.0 NOJ_DERIVED_DATA_OWNER=materializer
+check "the stock site (mongo:4.2), Back-End mode" testdata
+# A site upgraded the documented way: image: mongo:7.0 in its docker-compose.yml.
+mkdir "$tmp/site70"
+cp -a testdata/. "$tmp/site70/"
+sed -i 's|image: mongo:4.2|image: mongo:7.0|' "$tmp/site70/docker-compose.yml"
+grep -q 'image: mongo:7.0' "$tmp/site70/docker-compose.yml"
+check "a site on mongo:7.0, switched over" "$tmp/site70" NOJ_DERIVED_DATA_OWNER=materializer
+# NOJ_MONGO_IMAGE, read by earlier releases of the overlay, changes nothing.
+check "a site on mongo:7.0 with a leftover NOJ_MONGO_IMAGE=mongo:4.4" "$tmp/site70" NOJ_MONGO_IMAGE=mongo:4.4
