@@ -534,6 +534,11 @@ func (s *leaseSim) renew(owner string, epoch int64, ttl time.Duration) (resume.L
 	return s.current(), n == 1
 }
 
+func (s *leaseSim) release(owner string, epoch int64) {
+	f, u := releaseWrite(owner, epoch)
+	s.c.updateOne(f, u, false)
+}
+
 func (s *leaseSim) current() resume.Lease {
 	var doc struct {
 		Lease resume.Lease `bson:"lease"`
@@ -632,8 +637,7 @@ func TestLeaseAndFencing(t *testing.T) {
 	l, ok = s.acquire("A", ttl)
 	expect("A while B holds", l, ok, "B", 2, false)
 	// B releases: the epoch stays, the next owner gets 3.
-	rf := norm(bson.D{{Key: "_id", Value: stateID}, {Key: "lease.owner", Value: "B"}, {Key: "lease.epoch", Value: int64(2)}}).(bson.D)
-	s.c.updateOne(rf, bson.D{{Key: "$set", Value: bson.D{{Key: "lease.expires", Value: time.Time{}}}}}, false)
+	s.release("B", 2)
 	at(21 * time.Second)
 	l, ok = s.acquire("A", ttl)
 	expect("A after B released", l, ok, "A", 3, true)

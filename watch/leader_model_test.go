@@ -1,14 +1,9 @@
 package watch
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,115 +144,4 @@ func TestLeaderModel(t *testing.T) {
 			}
 		})
 	}
-}
-
-// modelStep is one "go <file> <func>: <code>" comment of the model: the
-// Go statement the next step of the model stands for.
-type modelStep struct {
-	file, fn, code string
-}
-
-var modelStepRE = regexp.MustCompile(`/\* go (\S+) (\S+(?: \(defer\))?): (.*?) \*/`)
-
-// TestLeaderModelInStep keeps the model in step with the code: every
-// statement the model quotes is found in the function it names, in the
-// model's order (a deferred one anywhere in it), and the model's
-// constants are the code's: renewEvery and defaultMargin a third of the
-// TTL, and RTT the longest whole-unit write timeout CheckWriteTimeout
-// accepts. A change of the code's shape fails here until the model
-// follows it.
-func TestLeaderModelInStep(t *testing.T) {
-	src, err := os.ReadFile(leaderModel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defs := map[string]int{}
-	for _, m := range regexp.MustCompile(`(?m)^#define (\w+)\s+(\d+)\b`).FindAllStringSubmatch(string(src), -1) {
-		defs[m[1]], _ = strconv.Atoi(m[2])
-	}
-	unit := time.Second
-	ttl := time.Duration(defs["TTL"]) * unit
-	if got, want := renewEvery(ttl), time.Duration(defs["EVERY"])*unit; ttl == 0 || got != want {
-		t.Errorf("renewEvery(%s) = %s, the model's EVERY %s", ttl, got, want)
-	}
-	if got, want := defaultMargin(ttl), time.Duration(defs["MARGIN"])*unit; got != want {
-		t.Errorf("defaultMargin(%s) = %s, the model's MARGIN %s", ttl, got, want)
-	}
-	rtt := time.Duration(defs["RTT"]) * unit
-	if CheckWriteTimeout(ttl, rtt) != nil || CheckWriteTimeout(ttl, rtt+unit) == nil {
-		t.Errorf("the model's RTT %s is not the longest whole-unit write timeout CheckWriteTimeout accepts for a TTL of %s", rtt, ttl)
-	}
-
-	var steps []modelStep
-	for _, m := range modelStepRE.FindAllStringSubmatch(string(src), -1) {
-		steps = append(steps, modelStep{m[1], m[2], m[3]})
-	}
-	if len(steps) < 30 {
-		t.Fatalf("%d steps quoted in %s, want the term, the guard, the lease store and the save", len(steps), leaderModel)
-	}
-	pos := map[string]int{} // file func → where the previous step was found
-	for _, s := range steps {
-		fn, deferred := strings.CutSuffix(s.fn, " (defer)")
-		body := funcSource(t, filepath.Join("..", s.file), fn)
-		key := s.file + " " + fn
-		from := pos[key]
-		if deferred {
-			from = 0
-		}
-		i := strings.Index(body[from:], squash(s.code))
-		if i < 0 {
-			t.Errorf("%s %s: %q not found after the model's previous step: the code changed shape, update %s", s.file, s.fn, s.code, leaderModel)
-			continue
-		}
-		if !deferred {
-			pos[key] = from + i + len(squash(s.code))
-		}
-	}
-}
-
-// squash collapses every run of white space into one space.
-func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// funcSource returns the squashed source of function name in file (a
-// method's name alone; "term.WriteGuard" is the closure term assigns to
-// eng.WriteGuard).
-func funcSource(t *testing.T, file, name string) string {
-	t.Helper()
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, file, src, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	outer, inner, _ := strings.Cut(name, ".")
-	var node ast.Node
-	for _, d := range f.Decls {
-		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == outer {
-			node = fd
-		}
-	}
-	if node == nil {
-		t.Fatalf("%s: no function %s", file, outer)
-	}
-	if inner != "" {
-		var lit ast.Node
-		ast.Inspect(node, func(n ast.Node) bool {
-			if as, ok := n.(*ast.AssignStmt); ok && len(as.Lhs) == 1 && len(as.Rhs) == 1 {
-				if sel, ok := as.Lhs[0].(*ast.SelectorExpr); ok && sel.Sel.Name == inner {
-					if fl, ok := as.Rhs[0].(*ast.FuncLit); ok {
-						lit = fl
-					}
-				}
-			}
-			return lit == nil
-		})
-		if lit == nil {
-			t.Fatalf("%s %s: no closure assigned to .%s", file, outer, inner)
-		}
-		node = lit
-	}
-	return squash(string(src[fset.Position(node.Pos()).Offset:fset.Position(node.End()).Offset]))
 }

@@ -18,9 +18,11 @@
  * context ends (Leader.Run's stream). Once per instance, a term's
  * renewal loop may stall for STALL (a paused goroutine or process).
  *
- * Every comment "go <file> <func>: <code>" quotes the statement the next
- * step models; TestLeaderModelInStep fails when one is no longer found,
- * in this order, in that function.
+ * Every comment "go <file> <func>[ (else)| (defer)]: <code>" quotes the Go
+ * statement the Promela statements right after it model (else: their
+ * negation). TestLeaderModelInStep finds each in that function, in this
+ * order, translates it and compares it with them, and wants every other
+ * statement of those functions waived with a reason (modelWaivers).
  *
  * Planted bugs (each must make spin report an error):
  *   BUG_RENEW_AFTER_REPLY  renewal time taken after the reply
@@ -86,13 +88,14 @@ bool saveAccepted[SLOTS];
 /* Acquire's findAndModify: the lease when none exists or it expired by
    the server's clock, with the next epoch, until now + TTL. */
 inline serverAcquire(i) {
-	/* go mongodb/checkpoint.go acquireWrite: bson.D{{Key: "$expr", Value: bson.D{{Key: "$lte", Value: bson.A{"$" + fieldLease + ".expires", serverNow}}}}}, */
+	/* go mongodb/checkpoint.go acquireWrite: filter = bson.D{{Key: "_id", Value: stateID}, {Key: "$or", Value: bson.A{bson.D{{Key: fieldLease, Value: bson.D{{Key: "$exists", Value: false}}}}, bson.D{{Key: "$expr", Value: bson.D{{Key: "$lte", Value: bson.A{"$" + fieldLease + ".expires", serverNow}}}}}}}} */
+	/* go internal/memstore/source.go Acquire: case s.lease == nil: */
 	/* go internal/memstore/source.go Acquire: case !now.Before(s.lease.Expires): */
 	if
 	:: expired ->
 #ifndef BUG_SAME_EPOCH
-		/* go mongodb/checkpoint.go acquireWrite: bson.A{"$" + fieldLease + ".epoch", int64(0)}}}, int64(1)}}} */
-		/* go internal/memstore/source.go Acquire: Epoch: s.lease.Epoch + 1, */
+		/* go mongodb/checkpoint.go acquireWrite: epoch := bson.D{{Key: "$add", Value: bson.A{bson.D{{Key: "$ifNull", Value: bson.A{"$" + fieldLease + ".epoch", int64(0)}}}, int64(1)}}} */
+		/* go internal/memstore/source.go Acquire: s.lease = &resume.Lease{Owner: owner, Epoch: s.lease.Epoch + 1, Expires: now.Add(ttl)} */
 		leaseEpoch++;
 #else
 		if
@@ -105,16 +108,18 @@ inline serverAcquire(i) {
 		granted[leaseEpoch] = leaseExpires;
 		ok = true;
 		e = leaseEpoch
+	/* go internal/memstore/source.go Acquire: default: */
 	:: else -> ok = false
 	fi
 }
 
 /* Renew: only while owner holds it at epoch; expires = now + TTL. */
 inline serverRenew(i) {
-	/* go mongodb/checkpoint.go renewWrite: {Key: fieldLease + ".owner", Value: owner}, {Key: fieldLease + ".epoch", Value: epoch}} */
-	/* go internal/memstore/source.go Renew: if s.lease.Owner != owner || s.lease.Epoch != epoch { */
+	/* go mongodb/checkpoint.go renewWrite: filter = bson.D{{Key: "_id", Value: stateID}, {Key: fieldLease + ".owner", Value: owner}, {Key: fieldLease + ".epoch", Value: epoch}} */
+	/* go internal/memstore/source.go Renew (else): if s.lease.Owner != owner || s.lease.Epoch != epoch { */
 	if
 	:: leaseOwner == i + 1 && leaseEpoch == e ->
+		/* go internal/memstore/source.go Renew: s.lease.Expires = s.clock().Add(ttl) */
 		leaseExpires = now + TTL;
 		granted[e] = leaseExpires;
 		ok = true
@@ -125,10 +130,12 @@ inline serverRenew(i) {
 /* Release: expires the lease if owner still holds it at epoch. */
 inline serverRelease(i) {
 #ifndef BUG_RELEASE_ANY
-	/* go mongodb/checkpoint.go releaseWrite: bson.D{{Key: "_id", Value: stateID}, {Key: fieldLease + ".owner", Value: owner}, {Key: fieldLease + ".epoch", Value: epoch}}, */
+	/* go mongodb/checkpoint.go releaseWrite: return bson.D{{Key: "_id", Value: stateID}, {Key: fieldLease + ".owner", Value: owner}, {Key: fieldLease + ".epoch", Value: epoch}}, bson.D{{Key: "$set", Value: bson.D{{Key: fieldLease + ".expires", Value: time.Time{}}}}} */
 	/* go internal/memstore/source.go Release: if s.lease != nil && s.lease.Owner == owner && s.lease.Epoch == epoch { */
 	if
-	:: leaseOwner == i + 1 && leaseEpoch == e -> leaseExpires = 0
+	:: leaseOwner == i + 1 && leaseEpoch == e ->
+		/* go internal/memstore/source.go Release: s.lease.Expires = time.Time{} */
+		leaseExpires = 0
 	:: else
 	fi
 #else
@@ -140,7 +147,7 @@ inline serverRelease(i) {
    the save's. */
 inline serverSave(k) {
 	/* go mongodb/checkpoint.go saveCheckpointWrite: return bson.D{{Key: "_id", Value: stateID}, {Key: fieldLease + ".epoch", Value: cp.Epoch}}, update, false */
-	/* go internal/memstore/source.go SaveCheckpoint: if cp.Epoch != cur { */
+	/* go internal/memstore/source.go SaveCheckpoint (else): if cp.Epoch != cur { */
 	if
 #ifndef BUG_NO_EPOCH_CHECK
 	:: leaseEpoch == savePending[k] ->
@@ -197,11 +204,12 @@ end:
    Margin passed since the last renewal was sent; else the deadline TTL -
    Margin/2 after it. */
 inline guard(k) {
-	/* go watch/leader.go term.WriteGuard: renewed := *renewedAt.Load() */
 #ifndef BUG_NO_GUARD
 	/* go watch/leader.go term.WriteGuard: if l.Now().Sub(renewed) >= l.TTL-l.Margin { */
 	if
-	:: now - renewedAt[k] >= TTL - MARGIN -> refused = true
+	:: now - renewedAt[k] >= TTL - MARGIN ->
+		/* go watch/leader.go term.WriteGuard: return time.Time{}, ErrLeaseExpiring */
+		refused = true
 	:: else ->
 		/* go watch/leader.go term.WriteGuard: return renewed.Add(l.TTL - l.Margin/2), nil */
 		deadline = renewedAt[k] + TTL - MARGIN / 2
@@ -250,11 +258,13 @@ end_idle:
 			:: at = capped(deadline)
 			fi
 		   }
-			/* go watch/guarded.go applyGuarded: at, err := st.Apply(wctx, part) */
 			atomic {
 				now >= at || cancelled[k] ->
 				if
-				:: !cancelled[k] && now < deadline -> assert(!lostSeen[k]); landWrite(i, e)
+				:: !cancelled[k] && now < deadline ->
+					assert(!lostSeen[k]);
+					/* go watch/guarded.go applyGuarded: at, err := st.Apply(wctx, part) */
+					landWrite(i, e)
 				:: else
 				fi;
 				at = 0;
@@ -264,7 +274,6 @@ end_idle:
 				:: refused -> engineLost[k] = true; break
 				:: else
 				fi;
-				/* go watch/engine.go saveCheckpoint: if err := e.Checkpoints.SaveCheckpoint(wctx, cp); err != nil { */
 				if
 				:: cancelled[k]
 				:: else ->
@@ -272,6 +281,7 @@ end_idle:
 					/* Delivered at once, at the end of the round trip, late,
 					   or never. */
 					if
+					/* go watch/engine.go saveCheckpoint: if err := e.Checkpoints.SaveCheckpoint(wctx, cp); err != nil { */
 					:: savePending[k] = e; saveAt[k] = now
 					:: savePending[k] = e; saveAt[k] = capped(now + RTT)
 					:: savePending[k] = e; saveAt[k] = capped(now + LATE)
@@ -328,11 +338,12 @@ proctype Instance(byte i) {
 		sent = now;
 		request(sent, true)
 	   }
-		/* go watch/leader.go Run: lease, ok, err := l.Leases.Acquire(ctx, l.id, l.TTL) */
 		atomic {
 			now >= at ->
 			if
-			:: handled -> serverAcquire(i); reply(sent)
+			:: handled ->
+				/* go watch/leader.go Run: lease, ok, err := l.Leases.Acquire(ctx, l.id, l.TTL) */
+				serverAcquire(i); reply(sent)
 			:: else
 			fi
 		}
@@ -367,11 +378,12 @@ end_term:
 				start = now;
 				request(start, false)
 			   }
-				/* go watch/leader.go term: cur, ok, err := l.Leases.Renew(ctx, l.id, lease.Epoch, l.TTL) */
 				atomic {
 					now >= at ->
 					if
-					:: handled -> serverRenew(i); reply(start)
+					:: handled ->
+						/* go watch/leader.go term: cur, ok, err := l.Leases.Renew(ctx, l.id, lease.Epoch, l.TTL) */
+						serverRenew(i); reply(start)
 					:: else
 					fi
 				}
@@ -395,16 +407,21 @@ end_term:
 						cancelled[k] = true;
 #endif
 						lost = true
+					/* go watch/leader.go term: default: */
 					:: else /* an error: retried at the next renewal */
 					fi;
 					start = 0; at = 0; handled = false; ok = false;
-					/* go watch/leader.go term: if l.Now().Sub(renewed) >= l.TTL-l.Margin { */
 					if
-					:: !lost && now - renewed >= TTL - MARGIN ->
-						/* go watch/leader.go term: cancel() */
-						cancelled[k] = true;
-						lost = true
-					:: else
+					:: lost /* the term returned above */
+					:: else ->
+						if
+						/* go watch/leader.go term: if l.Now().Sub(renewed) >= l.TTL-l.Margin { */
+						:: now - renewed >= TTL - MARGIN ->
+							/* go watch/leader.go term: cancel() */
+							cancelled[k] = true;
+							lost = true
+						:: else
+						fi
 					fi
 				}
 				if
@@ -424,7 +441,8 @@ end_term:
 			:: skip
 			fi;
 			if
-			:: atomic { lost -> lost = false; e = 0 } /* go watch/leader.go Run: continue */
+			:: atomic { lost -> lost = false; e = 0 } /* Run: continue */
+			/* go watch/leader.go Run: if !lost { */
 			:: atomic { !lost -> e = 0; break } /* the job finished: Run returns */
 			fi
 		:: atomic { now >= at && !(handled && ok) ->
