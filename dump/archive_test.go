@@ -459,6 +459,14 @@ func TestArchiveRefused(t *testing.T) {
 			b = b[:len(b)-len(h)-4]
 			return append(slices.Clone(b), append(doc(t, "db", "x", "collection", "y", "EOF", false, "CRC", int64(0), "extra", int32(1)), 0xff, 0xff, 0xff, 0xff)...)
 		}, want: `unknown field "extra"`},
+		// A corrupt collection metadata (seen failing: accepted, and
+		// copied into the corrected archive).
+		{name: "metadata cut short", mutate: func(a *testArchive) {
+			a.meta[1] = doc(t, "db", "normal-oj", "collection", "problem", "metadata", `{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id"`, "size", int32(0), "type", "collection")
+		}, want: "normal-oj.problem: not valid JSON"},
+		{name: "metadata index without key", mutate: func(a *testArchive) {
+			a.meta[1] = doc(t, "db", "normal-oj", "collection", "problem", "metadata", `{"indexes":[{"name":"_id_"}]}`, "size", int32(0), "type", "collection")
+		}, want: "normal-oj.problem: index 0 has no key"},
 		{name: "not an archive", raw: func(b []byte) []byte { return doc(t, "_id", int32(1)) }, want: "looks like a collection's .bson file"},
 		{name: "empty", raw: func(b []byte) []byte { return nil }, want: "empty, not a mongodump archive"},
 	}
