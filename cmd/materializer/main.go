@@ -90,6 +90,14 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go onSignals(sigs, cancel, os.Stderr, os.Exit)
+	if len(os.Args) < 2 || os.Args[1] != "run" {
+		// A one-shot command whose output was cut (verify ARCHIVE | head)
+		// gets EPIPE on its writes rather than dying by SIGPIPE at the
+		// first one, so it still removes what it unpacked or left partial,
+		// and exits with its own status. (run keeps the default: a
+		// daemon whose log pipe broke stops.)
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	}
 	code := runMain(ctx, &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	os.Exit(code)
 }
