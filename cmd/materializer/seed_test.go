@@ -17,6 +17,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/internal/demo"
 	"github.com/normal-oj/noj-materializer/materialize"
 )
 
@@ -435,5 +436,56 @@ func TestSeedProgress(t *testing.T) {
 	}
 	if r := run(append(sizes, "--out", filepath.Join(root, "q"), "--quiet")...); r.code != exitOK || r.stderr != "" {
 		t.Errorf("--quiet: stderr not empty\n%v", r)
+	}
+}
+
+// TestSeedSizesBounded: a size above its bound (a typo such as --users
+// 99999999999) is a usage error naming the flag and the bound, before
+// anything is generated, written or connected to; a file output allows
+// more submissions (streamed) than an insert (held in memory). Seen
+// failing: --users and --homeworks of 9223372036854775807 panicked in
+// the generator (makeslice: len out of range); 99999999999 ran out of
+// memory.
+func TestSeedSizesBounded(t *testing.T) {
+	cleanConfigEnv(t)
+	t.Setenv("MATERIALIZER_MONGODB_URI", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=1")
+	over := func(n int) string { return strconv.Itoa(n + 1) }
+	for _, c := range []struct {
+		flag, value string
+		to          string // "", --out or --archive
+	}{
+		{"--users", "99999999999", "--out"},
+		{"--users", "9223372036854775807", "--archive"},
+		{"--users", over(maxSeedUsers), ""},
+		{"--problems", over(maxSeedProblems), "--out"},
+		{"--homeworks", over(maxSeedHomeworks), "--archive"},
+		{"--course-size", over(maxSeedCourseSize), "--out"},
+		{"--submissions", over(maxSeedSubmissionsTo), "--out"},
+		{"--submissions", over(maxSeedSubmissions), ""},
+	} {
+		t.Run(c.flag+" "+c.value+" "+c.to, func(t *testing.T) {
+			args := []string{"seed", c.flag, c.value}
+			dir := t.TempDir()
+			switch c.to {
+			case "--out":
+				args = append(args, "--out", filepath.Join(dir, "d"))
+			case "--archive":
+				args = append(args, "--archive", filepath.Join(dir, "a.archive"))
+			}
+			r := runCLI(t, args...)
+			if r.code != exitConfig || !strings.Contains(r.stderr, c.flag+" "+c.value+": at most ") {
+				t.Fatalf("%v: want exit 2 naming %s and its bound\n%v", args, c.flag, r)
+			}
+			if left, _ := os.ReadDir(dir); len(left) > 0 {
+				t.Errorf("%v: the refused seed wrote %s", args, left[0].Name())
+			}
+		})
+	}
+	// An insert's bound is below a file's: the same size goes to a file.
+	if maxSeedSubmissions >= maxSeedSubmissionsTo {
+		t.Fatalf("an insert allows %d submissions, a file %d", maxSeedSubmissions, maxSeedSubmissionsTo)
+	}
+	if err := seedSizesBounded(demo.Params{Submissions: maxSeedSubmissions + 1, CourseSize: 80}, true); err != nil {
+		t.Errorf("%d submissions to a file: %v", maxSeedSubmissions+1, err)
 	}
 }
