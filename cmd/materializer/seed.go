@@ -210,7 +210,7 @@ func seedDir(ctx context.Context, out string, gen func(emit func(string, bson.Ra
 	defer o.Remove() // nothing once committed
 	err = dump.WriteStream(o.Dir(), dump.Sources, gen)
 	if err == nil {
-		err = ctx.Err()
+		err = ctx.Err() // an interrupt after the last document: as in seedArchive
 	}
 	if err != nil {
 		return err
@@ -235,10 +235,13 @@ func seedArchive(ctx context.Context, file, database string, gen func(emit func(
 	}
 	err = gen(aw.Add)
 	if err == nil {
-		err = ctx.Err()
+		err = aw.Close()
 	}
 	if err == nil {
-		err = aw.Close()
+		// An interrupt after the last document, up to the commit: no
+		// output, exit 130 or 143 (the generator checks ctx only every
+		// few thousand documents).
+		err = ctx.Err()
 	}
 	if err != nil {
 		return err

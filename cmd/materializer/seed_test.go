@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -487,5 +488,44 @@ func TestSeedSizesBounded(t *testing.T) {
 	}
 	if err := seedSizesBounded(demo.Params{Submissions: maxSeedSubmissions + 1, CourseSize: 80}, true); err != nil {
 		t.Errorf("%d submissions to a file: %v", maxSeedSubmissions+1, err)
+	}
+}
+
+// TestSeedFilesLateCancel: an interrupt arriving after the last document
+// was generated, before the output is closed and moved into place, still
+// stops seed --out and --archive: the error is the context's (exit 130
+// or 143) and no output, partial or whole, is left. Seen failing with the
+// check after the generation removed: nil error, the output committed.
+func TestSeedFilesLateCancel(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		write func(ctx context.Context, path string, gen func(emit func(string, bson.Raw) error) error) error
+	}{
+		{"--out", seedDir},
+		{"--archive", func(ctx context.Context, path string, gen func(emit func(string, bson.Raw) error) error) error {
+			return seedArchive(ctx, path+".archive.gz", "normal-oj", gen)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			emitted := 0
+			gen := func(emit func(string, bson.Raw) error) error {
+				err := demo.GenerateTo(demo.Params{Users: 3, Problems: 2, Homeworks: 1, Submissions: 10, Seed: 1}, func(coll string, doc bson.Raw) error {
+					emitted++
+					return emit(coll, doc)
+				})
+				cancel(&interruptedError{os.Interrupt}) // after the last document
+				return err
+			}
+			dir := t.TempDir()
+			err := c.write(ctx, filepath.Join(dir, "seeded"), gen)
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("after %d documents and a late interrupt: error %v, want the context's", emitted, err)
+			}
+			if left, _ := os.ReadDir(dir); len(left) > 0 {
+				t.Errorf("a late interrupt left %s", left[0].Name())
+			}
+		})
 	}
 }
