@@ -986,3 +986,42 @@ func TestArchiveWriteStopsWithinANamespace(t *testing.T) {
 		}
 	}
 }
+
+// TestArchiveWriteRefusesBrokenRewrite: a rewritten document whose
+// framing is broken (shorter than a document, a length prefix that is not
+// its length, no terminating NUL) fails the write naming the namespace,
+// rather than writing an archive mongorestore would misread. Seen
+// failing with the check removed: the write succeeded.
+func TestArchiveWriteRefusesBrokenRewrite(t *testing.T) {
+	good := doc(t, "_id", "a")
+	for _, c := range []struct {
+		name string
+		doc  []byte
+	}{
+		{"too short", []byte{4, 0, 0, 0}},
+		{"length prefix too small", append([]byte{byte(len(good) - 1)}, good[1:]...)},
+		{"length prefix too large", append([]byte{byte(len(good) + 1)}, good[1:]...)},
+		{"no terminating NUL", append(slices.Clone(good[:len(good)-1]), 1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ta := &testArchive{header: doc(t, "concurrent_collections", int32(1), "version", "0.1", "server_version", "7.0.0", "tool_version", "100.9.4")}
+			ta.meta = [][]byte{metaDoc(t, "normal-oj", "user", "")}
+			ta.segs = []tseg{
+				{ns: tns{"normal-oj", "user"}, docs: [][]byte{good}},
+				{ns: tns{"normal-oj", "user"}, eof: true},
+			}
+			a := unpack(t, ta.bytes(t))
+			rewrite := map[string]dump.Rewrite{"user": func(emit func([]byte) error) error {
+				if err := emit(good); err != nil {
+					return err
+				}
+				return emit(c.doc)
+			}}
+			var out bytes.Buffer
+			err := a.Write(context.Background(), &out, rewrite, nil)
+			if err == nil || !strings.Contains(err.Error(), "normal-oj.user: a rewritten document's framing is broken") {
+				t.Fatalf("Write with a broken rewritten document: %v, want the framing refused", err)
+			}
+		})
+	}
+}
