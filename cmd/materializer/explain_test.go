@@ -265,8 +265,15 @@ func compact(t testing.TB, raw json.RawMessage) string {
 // writeScenario writes scenarioDocs as a mongodump directory.
 func writeScenario(t *testing.T) string {
 	t.Helper()
+	return writeScenarioDocs(t, scenarioDocs)
+}
+
+// writeScenarioDocs writes docs, shaped as scenarioDocs, as a mongodump
+// directory.
+func writeScenarioDocs(t *testing.T, docs string) string {
+	t.Helper()
 	var colls map[string][]json.RawMessage
-	if err := json.Unmarshal([]byte(scenarioDocs), &colls); err != nil {
+	if err := json.Unmarshal([]byte(docs), &colls); err != nil {
 		t.Fatal(err)
 	}
 	var d materialize.Docs
