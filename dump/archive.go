@@ -329,6 +329,7 @@ func parseMetadata(doc bson.Raw) (Namespace, error) {
 		return Namespace{}, err
 	}
 	var ns Namespace
+	var meta string // the collection's .metadata.json text
 	elems, _ := doc.Elements()
 	for _, e := range elems {
 		var ok bool
@@ -337,7 +338,9 @@ func parseMetadata(doc bson.Raw) (Namespace, error) {
 			ns.DB, ok = e.Value().StringValueOK()
 		case "collection":
 			ns.Collection, ok = e.Value().StringValueOK()
-		case "metadata", "type":
+		case "metadata":
+			meta, ok = e.Value().StringValueOK()
+		case "type":
 			_, ok = e.Value().StringValueOK()
 		case "size":
 			t := e.Value().Type
@@ -351,6 +354,9 @@ func parseMetadata(doc bson.Raw) (Namespace, error) {
 	}
 	if ns.Collection == "" {
 		return ns, errors.New("no collection name")
+	}
+	if err := checkMetadata([]byte(meta)); err != nil {
+		return ns, fmt.Errorf("%s: %w (mongorestore would fail on it)", ns, err)
 	}
 	return ns, nil
 }

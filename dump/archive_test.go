@@ -459,6 +459,14 @@ func TestArchiveRefused(t *testing.T) {
 			b = b[:len(b)-len(h)-4]
 			return append(slices.Clone(b), append(doc(t, "db", "x", "collection", "y", "EOF", false, "CRC", int64(0), "extra", int32(1)), 0xff, 0xff, 0xff, 0xff)...)
 		}, want: `unknown field "extra"`},
+		// A corrupt collection metadata (seen failing: accepted, and
+		// copied into the corrected archive).
+		{name: "metadata cut short", mutate: func(a *testArchive) {
+			a.meta[1] = doc(t, "db", "normal-oj", "collection", "problem", "metadata", `{"indexes":[{"v":{"$numberInt":"2"},"key":{"_id"`, "size", int32(0), "type", "collection")
+		}, want: "normal-oj.problem: not valid JSON"},
+		{name: "metadata index without key", mutate: func(a *testArchive) {
+			a.meta[1] = doc(t, "db", "normal-oj", "collection", "problem", "metadata", `{"indexes":[{"name":"_id_"}]}`, "size", int32(0), "type", "collection")
+		}, want: "normal-oj.problem: index 0 has no key"},
 		{name: "not an archive", raw: func(b []byte) []byte { return doc(t, "_id", int32(1)) }, want: "looks like a collection's .bson file"},
 		{name: "empty", raw: func(b []byte) []byte { return nil }, want: "empty, not a mongodump archive"},
 	}
@@ -976,5 +984,44 @@ func TestArchiveWriteStopsWithinANamespace(t *testing.T) {
 		if !errors.Is(err, context.Canceled) || sum > 1<<20 {
 			t.Errorf("rewritten %v: Write = %v after %d of %d bytes, want context.Canceled within the first MiB", rewrite != nil, err, sum, a.Size())
 		}
+	}
+}
+
+// TestArchiveWriteRefusesBrokenRewrite: a rewritten document whose
+// framing is broken (shorter than a document, a length prefix that is not
+// its length, no terminating NUL) fails the write naming the namespace,
+// rather than writing an archive mongorestore would misread. Seen
+// failing with the check removed: the write succeeded.
+func TestArchiveWriteRefusesBrokenRewrite(t *testing.T) {
+	good := doc(t, "_id", "a")
+	for _, c := range []struct {
+		name string
+		doc  []byte
+	}{
+		{"too short", []byte{4, 0, 0, 0}},
+		{"length prefix too small", append([]byte{byte(len(good) - 1)}, good[1:]...)},
+		{"length prefix too large", append([]byte{byte(len(good) + 1)}, good[1:]...)},
+		{"no terminating NUL", append(slices.Clone(good[:len(good)-1]), 1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ta := &testArchive{header: doc(t, "concurrent_collections", int32(1), "version", "0.1", "server_version", "7.0.0", "tool_version", "100.9.4")}
+			ta.meta = [][]byte{metaDoc(t, "normal-oj", "user", "")}
+			ta.segs = []tseg{
+				{ns: tns{"normal-oj", "user"}, docs: [][]byte{good}},
+				{ns: tns{"normal-oj", "user"}, eof: true},
+			}
+			a := unpack(t, ta.bytes(t))
+			rewrite := map[string]dump.Rewrite{"user": func(emit func([]byte) error) error {
+				if err := emit(good); err != nil {
+					return err
+				}
+				return emit(c.doc)
+			}}
+			var out bytes.Buffer
+			err := a.Write(context.Background(), &out, rewrite, nil)
+			if err == nil || !strings.Contains(err.Error(), "normal-oj.user: a rewritten document's framing is broken") {
+				t.Fatalf("Write with a broken rewritten document: %v, want the framing refused", err)
+			}
+		})
 	}
 }

@@ -318,7 +318,8 @@ type ArchiveFile struct {
 }
 
 // CreateArchiveFile starts writing an archive to path, which must not
-// exist. Missing parent directories are created.
+// exist, nor the partial file of a killed run beside it. Missing parent
+// directories are created.
 func CreateArchiveFile(path string) (*ArchiveFile, error) {
 	if strings.HasSuffix(path, string(filepath.Separator)) {
 		return nil, fmt.Errorf("write archive %s: names a directory (an archive is a file)", path)
@@ -328,6 +329,9 @@ func CreateArchiveFile(path string) (*ArchiveFile, error) {
 	} else if err == nil {
 		return nil, fmt.Errorf("write archive %s: exists (refusing to overwrite)", path)
 	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("write archive: %w", err)
+	}
+	if err := checkNoSiblingPartial(path); err != nil {
 		return nil, fmt.Errorf("write archive: %w", err)
 	}
 	dir := filepath.Dir(filepath.Clean(path))

@@ -162,7 +162,7 @@ func (d Dir) Read(coll string) ([]bson.Raw, error) {
 	if !ok {
 		return nil, nil
 	}
-	f, err := os.Open(p)
+	f, err := openRegular(p)
 	if err != nil {
 		return nil, fmt.Errorf("read dump: %w", err)
 	}
@@ -213,7 +213,7 @@ func writeBSON(path string, gz bool, docs []bson.Raw) error {
 // os.File.ReadFrom, which takes the io.LimitedReader): no pass of the
 // bytes through the process.
 func copyFile(ctx context.Context, src, dst string, written func(int64)) error {
-	in, err := os.Open(src)
+	in, err := openRegular(src)
 	if err != nil {
 		return fmt.Errorf("copy dump file: %w", err)
 	}
@@ -313,7 +313,7 @@ func (d Dir) EachRead(coll string, deep bool, read func(n int64), fn func(doc bs
 	if !ok {
 		return nil
 	}
-	f, err := os.Open(p)
+	f, err := openRegular(p)
 	if err != nil {
 		return fmt.Errorf("read dump: %w", err)
 	}

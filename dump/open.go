@@ -7,15 +7,19 @@ import (
 )
 
 // Open resolves the dump directory path (Resolve) for database db and
-// checks that it holds all four source collections (Dir.CheckComplete):
-// what every command reading a dump directory needs. Errors are those of
-// Resolve and an *IncompleteError.
+// checks that it holds all four source collections (Dir.CheckComplete)
+// and only regular files with readable metadata (Dir.CheckFiles): what
+// every command reading a dump directory needs. Errors are those of
+// Resolve, an *IncompleteError, or CheckFiles'.
 func Open(path, db string) (Dir, error) {
 	d, err := Resolve(path, db)
 	if err != nil {
 		return d, err
 	}
-	return d, d.CheckComplete()
+	if err := d.CheckComplete(); err != nil {
+		return d, err
+	}
+	return d, d.CheckFiles()
 }
 
 // IncompleteError says a dump or an archive lacks one of the four source

@@ -40,12 +40,14 @@ const PartialPrefix = ".partial-"
 
 // CheckOutput checks, before any work, that out can receive a dump: not
 // a file, and an empty directory or absent. A leftover partial directory
-// of an interrupted run is named.
+// of a killed run (inside out, or its sibling .<name>.partial-*) is
+// refused, naming it: it is never deleted here, since a run writing out
+// right now has one too.
 func CheckOutput(out string) error {
 	st, err := os.Stat(out)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil
+		return checkNoSiblingPartial(out)
 	case err != nil:
 		return fmt.Errorf("output %s: %w", out, err)
 	case !st.IsDir():
@@ -141,6 +143,27 @@ func (o *Output) Remove() error {
 	}
 	if err := os.RemoveAll(o.dir); err != nil {
 		return fmt.Errorf("remove partial output %s: %w", o.dir, err)
+	}
+	return nil
+}
+
+// checkNoSiblingPartial refuses an absent output path beside which a
+// killed run left its partial output (.<name>.partial-*, a directory or
+// an archive file), naming it.
+func checkNoSiblingPartial(path string) error {
+	path = filepath.Clean(path)
+	prefix := "." + filepath.Base(path) + ".partial-"
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // created with the output
+	} else if err != nil {
+		return fmt.Errorf("output %s: %w", path, err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			return fmt.Errorf("output %s: %s beside it is the partial output of a run killed outright (or one writing %s now): delete it, then retry",
+				path, filepath.Join(filepath.Dir(path), e.Name()), filepath.Base(path))
+		}
 	}
 	return nil
 }

@@ -10,7 +10,8 @@
 // --version). Configuration is
 // read from MATERIALIZER_* environment variables. Exit status: 0 success,
 // 1 failure (or drift found by verify), 2 usage or configuration error,
-// 130 interrupted by SIGINT, 143 by SIGTERM (a one-shot command; run exits
+// 3 verify found no drift but skipped malformed documents or compared
+// nothing, 130 interrupted by SIGINT, 143 by SIGTERM (a one-shot command; run exits
 // 0 after a clean stop).
 package main
 
@@ -41,10 +42,18 @@ const (
 	exitOK     = 0
 	exitFail   = 1
 	exitConfig = 2
+	// exitUnchecked: verify found no drift but could not check everything
+	// (documents skipped as malformed, or nothing compared), so that a
+	// nightly verify alerts on another app's dump or a broken export.
+	exitUnchecked = 3
 )
 
 // errDrift is returned by verify when stored values differ from derived ones.
 var errDrift = errors.New("drift found")
+
+// errUnchecked is wrapped by verify's error when it found no drift but
+// skipped malformed documents or compared nothing.
+var errUnchecked = errors.New("not everything was checked")
 
 // command is one subcommand.
 type command struct {
@@ -81,6 +90,14 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go onSignals(sigs, cancel, os.Stderr, os.Exit)
+	if len(os.Args) < 2 || os.Args[1] != "run" {
+		// A one-shot command whose output was cut (verify ARCHIVE | head)
+		// gets EPIPE on its writes rather than dying by SIGPIPE at the
+		// first one, so it still removes what it unpacked or left partial,
+		// and exits with its own status. (run keeps the default: a
+		// daemon whose log pipe broke stops.)
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	}
 	code := runMain(ctx, &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	os.Exit(code)
 }
@@ -175,6 +192,9 @@ func runMain(ctx context.Context, env *environment, args []string) int {
 			return exitConfig
 		case errors.Is(err, errDrift):
 			return exitFail
+		case errors.Is(err, errUnchecked):
+			say()
+			return exitUnchecked
 		default:
 			say()
 			return exitFail
@@ -198,6 +218,7 @@ func usage(w io.Writer) {
 	_ = envconfig.Usagef("", &Config{}, tw, "{{range .}}  {{usage_key .}}\t{{usage_default .}}\t{{usage_description .}}\n{{end}}")
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nExit status: 0 success, 1 failure or drift (verify), 2 usage or configuration error,")
+	fmt.Fprintln(w, "3 verify unchecked (malformed documents skipped, or nothing compared),")
 	fmt.Fprintln(w, "130 interrupted by SIGINT, 143 by SIGTERM (partial output removed; a second signal exits at once).")
 }
 

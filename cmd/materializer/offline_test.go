@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -238,9 +239,11 @@ func TestOfflineOutChecked(t *testing.T) {
 }
 
 // TestOfflineFailedRunLeavesNoOutput: the copy is written beside --out
-// and renamed into place at the end, so a run failing while writing (here
-// a dangling symlink in the dump that cannot be copied) leaves neither
-// --out nor anything else, and the retry succeeds.
+// and renamed into place at the end, so a run failing after its partial
+// output was created (here a submission file cut short, read after it)
+// leaves neither --out nor anything else, and the retry succeeds. A
+// dangling symbolic link in the dump, which the copy could not read, is
+// refused before anything is created.
 func TestOfflineFailedRunLeavesNoOutput(t *testing.T) {
 	cleanConfigEnv(t)
 	v, _ := driftiestVector(t)
@@ -252,6 +255,23 @@ func TestOfflineFailedRunLeavesNoOutput(t *testing.T) {
 	if err := os.Symlink(filepath.Join(root, "nowhere"), link); err != nil {
 		t.Fatal(err)
 	}
+	if r := runCLI(t, "rebuild", "--dump", in, "--out", out); r.code != exitConfig || !strings.Contains(r.stderr, "zz-broken.json") {
+		t.Fatalf("a dangling link in the dump: want exit 2 naming it\n%v", r)
+	}
+	if _, err := os.Stat(parent); err == nil {
+		t.Fatalf("the refused run created %s", parent)
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(in, "submission.bson")
+	whole, err := os.ReadFile(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sub, append(slices.Clone(whole), 0x40, 0, 0), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r := runCLI(t, "rebuild", "--dump", in, "--out", out)
 	if r.code != exitFail {
 		t.Fatalf("want exit 1\n%v", r)
@@ -259,7 +279,7 @@ func TestOfflineFailedRunLeavesNoOutput(t *testing.T) {
 	if entries, err := os.ReadDir(parent); err != nil || len(entries) != 0 {
 		t.Fatalf("the failed run left %v in %s (%v)", entries, parent, err)
 	}
-	if err := os.Remove(link); err != nil {
+	if err := os.WriteFile(sub, whole, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if r := runCLI(t, "rebuild", "--dump", in, "--out", out); r.code != exitOK {

@@ -323,8 +323,24 @@ func runOfflineDump(ctx context.Context, env *environment, d dump.Dir, write fun
 	if out != "" {
 		fmt.Fprintf(env.stdout, "wrote %s\n", out)
 	}
-	if what == "verify" && rep.Drift() > 0 {
+	if what == "verify" {
+		return verifyVerdict(rep)
+	}
+	return nil
+}
+
+// verifyVerdict is verify's error for its report: errDrift when anything
+// drifted, else errUnchecked when documents were skipped as malformed
+// (their values were not checked) or nothing at all was compared (another
+// app's database, an empty export), else nil: clean.
+func verifyVerdict(rep *drift.Report) error {
+	switch {
+	case rep.Drift() > 0:
 		return errDrift
+	case len(rep.Malformed) > 0:
+		return fmt.Errorf("no drift, but %w: %d malformed documents skipped (listed above)", errUnchecked, len(rep.Malformed))
+	case rep.Users == 0 && rep.Entries == 0:
+		return fmt.Errorf("no drift, but %w: nothing compared (no user and no studentStatus entry; is this Normal-OJ's database?)", errUnchecked)
 	}
 	return nil
 }
@@ -347,8 +363,9 @@ func cmdVerify(ctx context.Context, env *environment, args []string) error {
 	fs := newFlags(env, "verify", "[--dump DIR] [--max-diffs N] [--quiet]", `Recompute every derived value and compare it with what is stored. Prints the
 number of drifted users and entries and the first differences. Writes
 nothing. Exit status 1 when anything drifted (or, with --dump, when a
-corrected homework would exceed MongoDB's 16 MiB limit), 0 when clean,
-130 or 143 when interrupted by SIGINT or SIGTERM (no report).
+corrected homework would exceed MongoDB's 16 MiB limit), 3 when nothing
+drifted but malformed documents were skipped or nothing was compared,
+0 when clean, 130 or 143 when interrupted by SIGINT or SIGTERM (no report).
 Progress goes to stderr every few seconds on long work (--quiet: none).`)
 	dumpDir := fs.String("dump", "", "mongodump directory or archive file (- for standard input) to check instead of MongoDB")
 	maxDiffs := fs.Int("max-diffs", 10, "differences to print")
@@ -396,10 +413,7 @@ Progress goes to stderr every few seconds on long work (--quiet: none).`)
 		return err
 	}
 	printReport(env.stdout, rep, "drifted")
-	if rep.Drift() > 0 {
-		return errDrift
-	}
-	return nil
+	return verifyVerdict(rep)
 }
 
 // printReport prints a rebuild or verify report.

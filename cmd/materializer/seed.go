@@ -67,13 +67,16 @@ none).`)
 	if p.Users < 0 || p.Problems < 0 || p.Homeworks < 0 || p.Submissions < 0 {
 		return &configError{"sizes must not be negative"}
 	}
+	toFile := *out != "" || *archive != ""
+	if err := seedSizesBounded(p, toFile); err != nil {
+		return err
+	}
 	if p.Shape != demo.ShapeUniversity && p.Shape != demo.ShapeStress {
 		return &configError{fmt.Sprintf("--shape must be %s or %s, got %q", demo.ShapeUniversity, demo.ShapeStress, p.Shape)}
 	}
 	if p.CourseSize <= 0 {
 		return &configError{"--course-size must be positive"}
 	}
-	toFile := *out != "" || *archive != ""
 	load := loadConfig
 	if toFile {
 		load = func(bool) (*Config, error) { return loadOfflineConfig() }
@@ -106,6 +109,44 @@ none).`)
 		return err
 	}
 	fmt.Fprintf(env.stdout, "inserted %d documents into %s\n", n, cfg.Database)
+	return nil
+}
+
+// Bounds of seed's sizes: a typo (--users 99999999999) is refused at
+// once rather than running out of memory. The generator holds every user
+// name, homework and problem; inserting into MongoDB, every document
+// (about 250 bytes a submission); written to files, the submissions are
+// streamed. Each bound is far above a real site and the benchmarks.
+const (
+	maxSeedUsers         = 1_000_000
+	maxSeedProblems      = 1_000_000
+	maxSeedHomeworks     = 100_000
+	maxSeedCourseSize    = 1_000_000
+	maxSeedSubmissions   = 10_000_000  // into MongoDB
+	maxSeedSubmissionsTo = 100_000_000 // --out or --archive
+)
+
+// seedSizesBounded refuses, as a usage error, a size above its bound.
+func seedSizesBounded(p demo.Params, toFile bool) error {
+	subs, where := maxSeedSubmissions, fmt.Sprintf(" into MongoDB (held in memory before the insert; --out or --archive stream up to %d)", maxSeedSubmissionsTo)
+	if toFile {
+		subs, where = maxSeedSubmissionsTo, ""
+	}
+	for _, b := range []struct {
+		flag   string
+		n, max int
+		where  string
+	}{
+		{"users", p.Users, maxSeedUsers, ""},
+		{"problems", p.Problems, maxSeedProblems, ""},
+		{"homeworks", p.Homeworks, maxSeedHomeworks, ""},
+		{"course-size", p.CourseSize, maxSeedCourseSize, ""},
+		{"submissions", p.Submissions, subs, where},
+	} {
+		if b.n > b.max {
+			return &configError{fmt.Sprintf("--%s %d: at most %d%s", b.flag, b.n, b.max, b.where)}
+		}
+	}
 	return nil
 }
 
@@ -169,7 +210,7 @@ func seedDir(ctx context.Context, out string, gen func(emit func(string, bson.Ra
 	defer o.Remove() // nothing once committed
 	err = dump.WriteStream(o.Dir(), dump.Sources, gen)
 	if err == nil {
-		err = ctx.Err()
+		err = ctx.Err() // an interrupt after the last document: as in seedArchive
 	}
 	if err != nil {
 		return err
@@ -194,10 +235,13 @@ func seedArchive(ctx context.Context, file, database string, gen func(emit func(
 	}
 	err = gen(aw.Add)
 	if err == nil {
-		err = ctx.Err()
+		err = aw.Close()
 	}
 	if err == nil {
-		err = aw.Close()
+		// An interrupt after the last document, up to the commit: no
+		// output, exit 130 or 143 (the generator checks ctx only every
+		// few thousand documents).
+		err = ctx.Err()
 	}
 	if err != nil {
 		return err

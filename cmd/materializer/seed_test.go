@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/normal-oj/noj-materializer/internal/demo"
 	"github.com/normal-oj/noj-materializer/materialize"
 )
 
@@ -198,8 +200,12 @@ func TestSeedSizes(t *testing.T) {
 			if r := runCLI(t, "rebuild", "--dump", dir, "--out", out); r.code != exitOK {
 				t.Fatalf("rebuild: want exit 0\n%v", r)
 			}
-			if r := runCLI(t, "verify", "--dump", out); r.code != exitOK {
-				t.Fatalf("verify of the rebuilt dump: want exit 0\n%v", r)
+			want := exitOK
+			if n == 0 {
+				want = exitUnchecked // nothing to compare
+			}
+			if r := runCLI(t, "verify", "--dump", out); r.code != want {
+				t.Fatalf("verify of the rebuilt dump: want exit %d\n%v", want, r)
 			}
 		})
 	}
@@ -431,5 +437,95 @@ func TestSeedProgress(t *testing.T) {
 	}
 	if r := run(append(sizes, "--out", filepath.Join(root, "q"), "--quiet")...); r.code != exitOK || r.stderr != "" {
 		t.Errorf("--quiet: stderr not empty\n%v", r)
+	}
+}
+
+// TestSeedSizesBounded: a size above its bound (a typo such as --users
+// 99999999999) is a usage error naming the flag and the bound, before
+// anything is generated, written or connected to; a file output allows
+// more submissions (streamed) than an insert (held in memory). Seen
+// failing: --users and --homeworks of 9223372036854775807 panicked in
+// the generator (makeslice: len out of range); 99999999999 ran out of
+// memory.
+func TestSeedSizesBounded(t *testing.T) {
+	cleanConfigEnv(t)
+	t.Setenv("MATERIALIZER_MONGODB_URI", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=1")
+	over := func(n int) string { return strconv.Itoa(n + 1) }
+	for _, c := range []struct {
+		flag, value string
+		to          string // "", --out or --archive
+	}{
+		{"--users", "99999999999", "--out"},
+		{"--users", "9223372036854775807", "--archive"},
+		{"--users", over(maxSeedUsers), ""},
+		{"--problems", over(maxSeedProblems), "--out"},
+		{"--homeworks", over(maxSeedHomeworks), "--archive"},
+		{"--course-size", over(maxSeedCourseSize), "--out"},
+		{"--submissions", over(maxSeedSubmissionsTo), "--out"},
+		{"--submissions", over(maxSeedSubmissions), ""},
+	} {
+		t.Run(c.flag+" "+c.value+" "+c.to, func(t *testing.T) {
+			args := []string{"seed", c.flag, c.value}
+			dir := t.TempDir()
+			switch c.to {
+			case "--out":
+				args = append(args, "--out", filepath.Join(dir, "d"))
+			case "--archive":
+				args = append(args, "--archive", filepath.Join(dir, "a.archive"))
+			}
+			r := runCLI(t, args...)
+			if r.code != exitConfig || !strings.Contains(r.stderr, c.flag+" "+c.value+": at most ") {
+				t.Fatalf("%v: want exit 2 naming %s and its bound\n%v", args, c.flag, r)
+			}
+			if left, _ := os.ReadDir(dir); len(left) > 0 {
+				t.Errorf("%v: the refused seed wrote %s", args, left[0].Name())
+			}
+		})
+	}
+	// An insert's bound is below a file's: the same size goes to a file.
+	if maxSeedSubmissions >= maxSeedSubmissionsTo {
+		t.Fatalf("an insert allows %d submissions, a file %d", maxSeedSubmissions, maxSeedSubmissionsTo)
+	}
+	if err := seedSizesBounded(demo.Params{Submissions: maxSeedSubmissions + 1, CourseSize: 80}, true); err != nil {
+		t.Errorf("%d submissions to a file: %v", maxSeedSubmissions+1, err)
+	}
+}
+
+// TestSeedFilesLateCancel: an interrupt arriving after the last document
+// was generated, before the output is closed and moved into place, still
+// stops seed --out and --archive: the error is the context's (exit 130
+// or 143) and no output, partial or whole, is left. Seen failing with the
+// check after the generation removed: nil error, the output committed.
+func TestSeedFilesLateCancel(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		write func(ctx context.Context, path string, gen func(emit func(string, bson.Raw) error) error) error
+	}{
+		{"--out", seedDir},
+		{"--archive", func(ctx context.Context, path string, gen func(emit func(string, bson.Raw) error) error) error {
+			return seedArchive(ctx, path+".archive.gz", "normal-oj", gen)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			emitted := 0
+			gen := func(emit func(string, bson.Raw) error) error {
+				err := demo.GenerateTo(demo.Params{Users: 3, Problems: 2, Homeworks: 1, Submissions: 10, Seed: 1}, func(coll string, doc bson.Raw) error {
+					emitted++
+					return emit(coll, doc)
+				})
+				cancel(&interruptedError{os.Interrupt}) // after the last document
+				return err
+			}
+			dir := t.TempDir()
+			err := c.write(ctx, filepath.Join(dir, "seeded"), gen)
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("after %d documents and a late interrupt: error %v, want the context's", emitted, err)
+			}
+			if left, _ := os.ReadDir(dir); len(left) > 0 {
+				t.Errorf("a late interrupt left %s", left[0].Name())
+			}
+		})
 	}
 }
