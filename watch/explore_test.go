@@ -30,26 +30,27 @@ import (
 // over memstore with a simulated clock, and turns every nondeterministic
 // step of the world into a choice point: which instance acts next, which
 // source write lands, the clock passing a lease's expiry, the oplog
-// rolling past the checkpoint, and at each store call a crash, a transient
-// or an unauthorized error (the policy exits on it), a foreign write, or a stall after the write guard passed (before
-// the request leaves, or with the request in flight). A depth-first
-// search enumerates every choice sequence within a bound by stateless
-// re-execution: replay a prefix, extend it with first choices, backtrack
-// by bumping the last choice that has another option. States reached
-// again between two top-level steps, with the same budget left, are
-// pruned. The properties are checked at every state, not only at the end
-// (exploreProc.checkSave and checkSend, exploreWorld.checkState).
+// rolling past the checkpoint, at each store call a crash, a transient or
+// an unauthorized error (the policy exits on it), a foreign write, a
+// renewal tick or a clock step onto a deadline, at each write a stall
+// after the write guard passed (before the request leaves, or with the
+// request in flight), a lost reply or a refusal, and at each renewal its
+// outcome. A depth-first search enumerates every choice sequence within a
+// bound by stateless re-execution: replay a prefix, extend it with first
+// choices, backtrack by bumping the last choice that has another option.
+// States reached again between two top-level steps, with the same budget
+// left, are pruned. The properties are checked at every state, not only
+// at the end (exploreProc.checkSave and checkSend, exploreWorld.checkState).
 
 // exploreTTL is the simulated lease TTL. The Leader's renewal ticker runs
-// on the real clock (every TTL/3 = 20 real minutes), so it never fires
-// during an act: each act of an instance is one lease term (Leader.Do)
-// that is never renewed; the renewal loop's interleavings are not
-// enumerated here.
+// on the synctest bubble's clock (every TTL/3), which moves only when the
+// explorer chooses a renewal tick (exploreProc.at).
 const exploreTTL = time.Hour
 
-// exploreBase is the simulated server clock's start: far after the real
-// clock, so the write guard's deadlines (in simulated time) never expire
-// real contexts; exploreWorld enforces them against the simulated clock.
+// exploreBase is the simulated server clock's start: far after the
+// bubble's clock (2000), so the deadlines in simulated time (the write
+// guard's, the close bound's) never expire contexts; exploreWorld
+// enforces them against the simulated clock.
 var exploreBase = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // exploreBound bounds one exploration.
@@ -1476,7 +1477,9 @@ func (b exploreBound) claims() []string {
 	add(b.Writes >= 1 && b.Steps >= 2, pathMidScan)
 	add(b.Faults >= 1 && !b.Transient, pathLandedErr, pathRefused)
 	add(b.Faults >= 1, pathStreamRebuild)
-	add(b.Faults >= 2, pathRebuildFault)
+	// The stream's own rebuild: after the oplog rolled over (a fault),
+	// or for an event it cannot resolve (a source write).
+	add(b.Faults >= 2 || b.Writes >= 1 && b.Faults >= 1, pathRebuildFault)
 	add(b.Crashes >= 1, pathRestart)
 	add(b.Renewals >= 1, pathTick, pathRenewOK, pathRenewFails, pathRenewSlow, pathRenewRefused, pathReacquire)
 	add(b.Edges >= 1, pathEdgePrefix+"lease expiry-1ms", pathEdgePrefix+"lease expiry", pathEdgePrefix+"lease expiry+1ms",
