@@ -1654,20 +1654,5 @@ var stateKeyCovers = map[string]string{
 }
 
 func TestExploreKeyCoversTheWorld(t *testing.T) {
-	var names []string
-	for prefix, typ := range map[string]reflect.Type{"exploreWorld.": reflect.TypeFor[exploreWorld](), "exploreProc.": reflect.TypeFor[exploreProc]()} {
-		for f := range typ.Fields() {
-			names = append(names, prefix+f.Name)
-		}
-	}
-	for _, n := range names {
-		if _, ok := stateKeyCovers[n]; !ok {
-			t.Errorf("%s is not in stateKeyCovers: cover it in exploreWorld.stateKey or say why states that differ only in it have the same futures", n)
-		}
-	}
-	for n := range stateKeyCovers {
-		if !slices.Contains(names, n) {
-			t.Errorf("stateKeyCovers names %s, which no longer exists", n)
-		}
-	}
+	mtest.FieldsNamed(t, stateKeyCovers, map[string]reflect.Type{"exploreWorld.": reflect.TypeFor[exploreWorld](), "exploreProc.": reflect.TypeFor[exploreProc]()})
 }

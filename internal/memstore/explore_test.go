@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/normal-oj/noj-materializer/materialize"
+	mtest "github.com/normal-oj/noj-materializer/materialize/materializetest"
 	"github.com/normal-oj/noj-materializer/resume"
 	"github.com/normal-oj/noj-materializer/watch"
 )
@@ -51,22 +52,7 @@ var fingerprintCovers = map[string]string{
 }
 
 func TestFingerprintCoversEveryField(t *testing.T) {
-	var names []string
-	for prefix, typ := range map[string]reflect.Type{"Store.": reflect.TypeFor[Store](), "Checkpoint.": reflect.TypeFor[resume.Checkpoint]()} {
-		for f := range typ.Fields() {
-			names = append(names, prefix+f.Name)
-		}
-	}
-	for _, n := range names {
-		if _, ok := fingerprintCovers[n]; !ok {
-			t.Errorf("%s is not in fingerprintCovers: make Fingerprint cover it (and add a case to TestFingerprint) or say why it cannot decide what the engine does next", n)
-		}
-	}
-	for n := range fingerprintCovers {
-		if !slices.Contains(names, n) {
-			t.Errorf("fingerprintCovers names %s, which no longer exists", n)
-		}
-	}
+	mtest.FieldsNamed(t, fingerprintCovers, map[string]reflect.Type{"Store.": reflect.TypeFor[Store](), "Checkpoint.": reflect.TypeFor[resume.Checkpoint]()})
 }
 
 // fingerprintBase returns a store with every field Fingerprint covers
