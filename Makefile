@@ -132,10 +132,11 @@ deps-check: ## Fail when make test's build links a test-only heavy dependency (H
 # The protocol explorer (watch/explore_test.go): every schedule within a
 # bound, over the real engine, leader and rebuilds. `make test` runs its
 # default bounds; `make explore` a larger set (EXPLORE_BOUND: bounds
-# separated by ';', keys steps, writes, faults, crashes, skew, echoes).
-EXPLORE_BOUND ?= steps=4,writes=1,echoes=true;steps=4,faults=1,crashes=1,skew=true;steps=2,writes=1,faults=1,crashes=1,skew=true
+# separated by ';', keys steps, writes, faults, crashes, renewals, edges,
+# skew, echoes, transient).
+EXPLORE_BOUND ?= steps=4,writes=1,echoes=true;steps=4,faults=1,crashes=1,skew=true;steps=2,writes=1,faults=1,crashes=1,skew=true;steps=2,writes=2;steps=3,faults=2,transient=true;steps=3,renewals=1,edges=1,skew=true
 
-explore: ## Exhaustive exploration of the resume/lease/hand-off protocol at a larger bound (EXPLORE_BOUND; about 2 min of CPU)
+explore: ## Exhaustive exploration of the resume/lease/hand-off protocol at a larger bound (EXPLORE_BOUND; about 4 min of CPU)
 	MATERIALIZER_EXPLORE_BOUND='$(EXPLORE_BOUND)' $(GO) test -count=1 -timeout 4h -run '^TestExplore$$' -v ./watch/
 
 explore-planted: ## Plant each protocol bug of watch/testdata/planted in a copy of the tree: does the explorer find it (shortest), do the random simulations?

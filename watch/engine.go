@@ -243,9 +243,9 @@ func backoff(minD, maxD time.Duration, n int) time.Duration {
 // finished rebuild): the next failure waits the first backoff again.
 func (e *Engine) progress() { e.failures = 0 }
 
-// closeTimeout bounds closing a change stream (killCursors): with the
-// server unreachable, shutdown and the lease release must not wait for
-// the driver's own timeouts.
+// closeTimeout bounds closing a change stream (killCursors) and the save
+// on the way out: with the server unreachable, shutdown and the lease
+// release must not wait for the driver's own timeouts.
 const closeTimeout = 5 * time.Second
 
 // closeBound bounds Stream.Close: closeTimeout for the killCursors after
@@ -376,7 +376,8 @@ func (e *Engine) saveUnsaved(ctx context.Context, pbrt bson.Raw) error {
 
 // saveOnExit saves the checkpoint after the last processed batch on the
 // way out of a stream (shutdown, an error), so a restart does not replay
-// what landed. It is bounded by closeTimeout and runs under the write
+// what landed. It is bounded by closeTimeout (on e.Now, the clock the
+// write guard's deadline is on) and runs under the write
 // guard like every save, so a lease about to expire refuses it and a
 // deposed epoch is fenced; a failure is decided by the fault policy
 // (saveCheckpoint), logged and otherwise harmless: the events since the
@@ -385,7 +386,7 @@ func (e *Engine) saveOnExit(ctx context.Context) {
 	if e.unsaved == nil {
 		return
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), e.Now().Add(closeTimeout))
 	defer cancel()
 	if err := e.saveUnsaved(sctx, nil); err != nil {
 		e.Log.Warn().Err(err).Msg("checkpoint of the last processed batch not saved on the way out; its events are replayed from the previous checkpoint")

@@ -5,10 +5,14 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -26,26 +30,27 @@ import (
 // over memstore with a simulated clock, and turns every nondeterministic
 // step of the world into a choice point: which instance acts next, which
 // source write lands, the clock passing a lease's expiry, the oplog
-// rolling past the checkpoint, and at each store call a crash, a transient
-// or an unauthorized error (the policy exits on it), a foreign write, or a stall after the write guard passed (before
-// the request leaves, or with the request in flight). A depth-first
-// search enumerates every choice sequence within a bound by stateless
-// re-execution: replay a prefix, extend it with first choices, backtrack
-// by bumping the last choice that has another option. States reached
-// again between two top-level steps, with the same budget left, are
-// pruned. The properties are checked at every state, not only at the end
-// (exploreProc.checkSave and checkSend, exploreWorld.checkState).
+// rolling past the checkpoint, at each store call a crash, a transient or
+// an unauthorized error (the policy exits on it), a foreign write, a
+// renewal tick or a clock step onto a deadline, at each write a stall
+// after the write guard passed (before the request leaves, or with the
+// request in flight), a lost reply or a refusal, and at each renewal its
+// outcome. A depth-first search enumerates every choice sequence within a
+// bound by stateless re-execution: replay a prefix, extend it with first
+// choices, backtrack by bumping the last choice that has another option.
+// States reached again between two top-level steps, with the same budget
+// left, are pruned. The properties are checked at every state, not only
+// at the end (exploreProc.checkSave and checkSend, exploreWorld.checkState).
 
 // exploreTTL is the simulated lease TTL. The Leader's renewal ticker runs
-// on the real clock (every TTL/3 = 20 real minutes), so it never fires
-// during an act: each act of an instance is one lease term (Leader.Do)
-// that is never renewed; the renewal loop's interleavings are not
-// enumerated here.
+// on the synctest bubble's clock (every TTL/3), which moves only when the
+// explorer chooses a renewal tick (exploreProc.at).
 const exploreTTL = time.Hour
 
-// exploreBase is the simulated server clock's start: far after the real
-// clock, so the write guard's deadlines (in simulated time) never expire
-// real contexts; exploreWorld enforces them against the simulated clock.
+// exploreBase is the simulated server clock's start: far after the
+// bubble's clock (2000), so the deadlines in simulated time (the write
+// guard's, the close bound's) never expire contexts; exploreWorld
+// enforces them against the simulated clock.
 var exploreBase = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // exploreBound bounds one exploration.
@@ -61,10 +66,24 @@ type exploreBound struct {
 	// rule never skips (it is not this engine's write): with stalls
 	// that is a false violation, so a bound with echoes has no faults.
 	Echoes bool
+	// Renewals: the Leader's renewal ticker fires at most this often in
+	// one schedule, before a batch's first read or a guarded write.
+	Renewals int
+	// Edges: clock steps onto a deadline or one tick either side of it
+	// (the lease's expiry, the renewal window, the guard's deadline).
+	Edges int
+	// Transient: every fault is a transient error before a store call
+	// (no crash, exit, stall, lost reply or refusal): a cheaper bound
+	// that still combines faults with source writes.
+	Transient bool
 }
 
 func (b exploreBound) String() string {
-	return fmt.Sprintf("steps=%d,writes=%d,faults=%d,crashes=%d,skew=%v,echoes=%v", b.Steps, b.Writes, b.Faults, b.Crashes, b.Skew, b.Echoes)
+	s := fmt.Sprintf("steps=%d,writes=%d,faults=%d,crashes=%d,skew=%v,echoes=%v,renewals=%d,edges=%d", b.Steps, b.Writes, b.Faults, b.Crashes, b.Skew, b.Echoes, b.Renewals, b.Edges)
+	if b.Transient {
+		s += ",transient=true"
+	}
+	return s
 }
 
 func parseBound(s string, b exploreBound) (exploreBound, error) {
@@ -83,6 +102,9 @@ func parseBound(s string, b exploreBound) (exploreBound, error) {
 		case "echoes":
 			b.Echoes = v == "true" || v == "1"
 			continue
+		case "transient":
+			b.Transient = v == "true" || v == "1"
+			continue
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -97,8 +119,12 @@ func parseBound(s string, b exploreBound) (exploreBound, error) {
 			b.Faults = n
 		case "crashes":
 			b.Crashes = n
+		case "renewals":
+			b.Renewals = n
+		case "edges":
+			b.Edges = n
 		default:
-			return b, fmt.Errorf("bound %q: unknown key (steps, writes, faults, crashes, skew, echoes)", kv)
+			return b, fmt.Errorf("bound %q: unknown key (steps, writes, faults, crashes, renewals, edges, skew, echoes, transient)", kv)
 		}
 	}
 	return b, nil
@@ -120,6 +146,7 @@ type script struct {
 	taken  []int
 	sizes  []int
 	replay bool // a replay of one sequence: check every state of it
+	floor  int  // next bumps no choice before this one (a subtree's)
 }
 
 func (s *script) choose(n int) int {
@@ -138,7 +165,7 @@ func (s *script) replaying() bool { return !s.replay && len(s.taken) < len(s.pre
 // next returns the prefix of the next sequence in depth-first order: the
 // last choice with another option, bumped; ok is false when none has.
 func (s *script) next() ([]int, bool) {
-	for j := len(s.taken) - 1; j >= 0; j-- {
+	for j := len(s.taken) - 1; j >= s.floor; j-- {
 		if s.taken[j]+1 < s.sizes[j] {
 			p := append([]int(nil), s.taken[:j]...)
 			return append(p, s.taken[j]+1), true
@@ -182,13 +209,21 @@ type exploreWorld struct {
 	now   time.Time // the server's clock
 	trace []string
 	seen  map[[32]byte]bool // states explored, shared by the runs of one exploration (nil: no pruning)
+	known map[[32]byte]bool // the differential check: the states a pruned exploration reached
+	novel string            // the first state reached that known lacks
 
-	writes, faults, crashes int // used of the bound
-	procs                   map[string]*exploreProc
-	incarnation             map[string]int
-	skew                    map[string]time.Duration
-	subs                    []bson.ObjectID
-	hw                      bson.ObjectID
+	writes, faults, crashes, renewals, edges int // used of the bound
+	procs                                    map[string]*exploreProc
+	expiry                                   map[int64]time.Time // per epoch, the latest expiry the store granted it
+	// refused: a write was refused for good (the policy moves past it),
+	// so derived values may stay unlike the reference; fencing is still
+	// checked.
+	refused     bool
+	reach       map[string]int // paths reached outside replayed prefixes
+	incarnation map[string]int
+	skew        map[string]time.Duration
+	subs        []bson.ObjectID
+	hw          bson.ObjectID
 
 	maxWritten int64    // the highest epoch that sent a write
 	lastPos    int      // the position of the last checkpoint saved
@@ -205,7 +240,7 @@ var exploreMetrics = watch.NewMetrics(nil)
 
 func newExploreWorld(c chooser, b exploreBound, seen map[[32]byte]bool) *exploreWorld {
 	x := &exploreWorld{c: c, b: b, st: memstore.New(), now: exploreBase, seen: seen, metrics: exploreMetrics,
-		procs: map[string]*exploreProc{}, incarnation: map[string]int{}, skew: map[string]time.Duration{}, lastPos: -1}
+		procs: map[string]*exploreProc{}, incarnation: map[string]int{}, expiry: map[int64]time.Time{}, reach: map[string]int{}, skew: map[string]time.Duration{}, lastPos: -1}
 	x.st.Clock = func() time.Time { return x.now }
 	base := exploreBase.Add(-30 * 24 * time.Hour).UnixMilli()
 	copy(x.hw[:], "homework0001")
@@ -247,6 +282,13 @@ func (x *exploreWorld) choose(n int) int {
 		return 0
 	}
 	return x.c.choose(n)
+}
+
+// reached counts one path of the protocol, reached first by this run.
+func (x *exploreWorld) reached(path string) {
+	if !x.c.replaying() {
+		x.reach[path]++
+	}
 }
 
 func (x *exploreWorld) logf(format string, a ...any) {
@@ -300,7 +342,7 @@ func (x *exploreWorld) topStep() {
 		{"B acts", func() { x.act("B") }},
 	}
 	if x.writes < x.b.Writes {
-		opts = append(opts, option{"source write", func() { x.writes++; x.sourceWrite() }})
+		opts = append(opts, option{"source write", func() { x.countWrite(); x.sourceWrite() }})
 	}
 	opts = append(opts, option{"clock", func() {
 		x.now = x.now.Add(exploreTTL + time.Minute)
@@ -450,6 +492,12 @@ func (x *exploreWorld) sourceWrite() {
 	x.fillOwnBy()
 }
 
+func (x *exploreWorld) countWrite() {
+	if x.writes++; x.writes == 2 {
+		x.reached(pathTwoWrites)
+	}
+}
+
 // fillOwnBy attributes the events emitted since the last attribution to
 // source writes.
 func (x *exploreWorld) fillOwnBy() {
@@ -459,44 +507,63 @@ func (x *exploreWorld) fillOwnBy() {
 }
 
 // proc returns the live process of instance name, starting a new one
-// when there is none or it crashed.
+// when there is none or it crashed. Every process of an instance is
+// configured with the same id (a restarted pod keeps its name): the
+// Leader draws a unique lease owner per process from it.
 func (x *exploreWorld) proc(name string) *exploreProc {
 	if p := x.procs[name]; p != nil && !p.dead {
 		return p
 	}
 	x.incarnation[name]++
+	if x.incarnation[name] > 1 {
+		x.reached(pathRestart)
+	}
 	p := &exploreProc{Store: x.st, x: x, name: fmt.Sprintf("%s%d", name, x.incarnation[name]), skew: x.skew[name]}
 	x.procs[name] = p
 	return p
 }
 
-// act runs one lease term of instance name: a Leader's Do with the
-// engine's Run until its stream is quiet (A, B), or RebuildOnline (R).
+// act runs instance name for a while: A runs Leader.Run (campaigning
+// again after a lost term) until its stream is quiet or the lease is held
+// by another, B one lease term of Leader.Do with the engine's Run until
+// its stream is quiet, R RebuildOnline.
 func (x *exploreWorld) act(name string) {
 	p := x.proc(name)
-	p.epoch, p.ops = 0, 0
+	p.epoch, p.ops, p.terms, p.opened, p.rebuilding = 0, 0, 0, false, false
 	ctx := context.Background()
 	if name == "R" {
-		_, cp, err := watch.RebuildOnline(ctx, p, watch.OnlineRebuildOptions{Owner: p.name, TTL: exploreTTL, Log: zerolog.Nop(), Now: p.local, Metrics: x.metrics})
+		_, cp, err := watch.RebuildOnline(ctx, p, watch.OnlineRebuildOptions{Owner: name, TTL: exploreTTL, Log: zerolog.Nop(), Now: p.local, Metrics: x.metrics})
 		x.logf("%s: RebuildOnline returns (checkpoint at event %d, epoch %d): %v", p.name, memstore.CheckpointPosition(cp), cp.Epoch, errText(err))
 		if p.exits {
 			p.dead = true
 		}
 		return
 	}
-	l := &watch.Leader{Leases: p, Owner: p.name, TTL: exploreTTL, Log: zerolog.Nop(), Now: p.local, Metrics: x.metrics,
+	l := &watch.Leader{Leases: p, Owner: name, TTL: exploreTTL, Log: zerolog.Nop(), Now: p.local, Metrics: x.metrics,
 		NewEngine: func(epoch int64) *watch.Engine {
 			return &watch.Engine{Store: p, Feed: p, Checkpoints: p, Log: zerolog.Nop(), Now: p.local, Metrics: x.metrics,
 				Sleep:  func(context.Context, time.Duration) {}, // a backoff passes no simulated time
 				Config: watch.Config{BatchSize: 3, BatchMaxWait: exploreAwait, CheckpointEvery: -1, Epoch: epoch}}
 		}}
-	err := l.Do(ctx, func(ctx context.Context, eng *watch.Engine) error {
-		jctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		p.cancel = cancel
-		return eng.Run(jctx)
-	})
-	x.logf("%s: term ends: %v", p.name, errText(err))
+	p.id = l.ID()
+	var err error
+	if name == "A" {
+		rctx, cancel := context.WithCancel(ctx)
+		p.cancel, p.runMode = cancel, true
+		err = l.Run(rctx)
+		cancel()
+		x.logf("%s: Run returns: %v", p.name, errText(err))
+	} else {
+		p.runMode = false
+		err = l.Do(ctx, func(ctx context.Context, eng *watch.Engine) error {
+			jctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			p.cancel = cancel
+			return eng.Run(jctx)
+		})
+		x.logf("%s: term ends: %v", p.name, errText(err))
+	}
+	p.cancel = nil
 	if p.exits {
 		p.dead = true
 		x.logf("%s exits", p.name)
@@ -548,6 +615,26 @@ func (x *exploreWorld) recoverShadow() []string {
 	return reference.Check(refDB(c.Docs()))
 }
 
+// stateKey fingerprints the world between top-level steps with stepsLeft
+// steps to go: the store's data (memstore.Fingerprint) and every field of
+// the world that decides what can happen next (TestExploreKeyCoversTheWorld
+// names each field and why a left-out one cannot matter).
+func (x *exploreWorld) stateKey(stepsLeft int) [32]byte {
+	h := sha256.New()
+	x.st.Fingerprint(h)
+	l, ok, _ := x.st.Current(context.Background())
+	holder := "" // the instance holding an unexpired lease, whether that process lives, and how long it holds
+	if ok && l.Expires.After(x.now) {
+		p := x.procs[l.Owner[:1]]
+		holder = fmt.Sprintf("%s/%v/%s", l.Owner[:1], p != nil && !p.dead && l.Owner == p.id, l.Expires.Sub(x.now))
+	}
+	fmt.Fprintf(h, "|%v|%d|%s|%d|%d|%d|%d|%d|%d|%d|%d|%v|%d|%v", ok, l.Epoch, holder, stepsLeft, x.writes, x.faults, x.crashes,
+		x.renewals, x.edges, x.maxWritten, x.lastPos, x.skew, len(x.subs), x.refused)
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
 // checkState is called between top-level steps: it prunes a state
 // explored already with the same budget left, and checks convergence
 // (a fresh instance recovering from here reaches the reference).
@@ -555,26 +642,21 @@ func (x *exploreWorld) checkState(stepsLeft int) error {
 	if x.c.replaying() {
 		return nil
 	}
+	if x.known != nil && stepsLeft > 0 && x.novel == "" {
+		if k := x.stateKey(stepsLeft); !x.known[k] {
+			x.novel = fmt.Sprintf("a state the pruned exploration never reached, %d steps left; trace:\n%s", stepsLeft, strings.Join(x.trace, "\n"))
+		}
+	}
 	if x.seen != nil && stepsLeft > 0 {
-		h := sha256.New()
-		x.st.Fingerprint(h)
-		l, ok, _ := x.st.Current(context.Background())
-		holder := "" // the instance holding an unexpired lease, and whether that process lives
-		if ok && l.Expires.After(x.now) {
-			p := x.procs[l.Owner[:1]]
-			holder = fmt.Sprintf("%s/%v", l.Owner[:1], p != nil && !p.dead && strings.HasPrefix(l.Owner, p.name+"#"))
-		}
-		fmt.Fprintf(h, "|%v|%d|%s|%d|%d|%d|%d|%d|%d|%v|%d", ok, l.Epoch, holder, stepsLeft, x.writes, x.faults, x.crashes, x.maxWritten, x.lastPos, x.skew, len(x.subs))
-		if x.lastPos >= 0 && x.lastPos < len(x.ownBy) {
-			fmt.Fprint(h, x.ownBy[x.lastPos:])
-		}
-		var k [32]byte
-		h.Sum(k[:0])
+		k := x.stateKey(stepsLeft)
 		if x.seen[k] {
 			return errPruned
 		}
 		x.seen[k] = true
 		x.states++
+	}
+	if x.refused {
+		return nil
 	}
 	if d := x.recoverShadow(); len(d) > 0 {
 		x.fail("no convergence: a fresh instance recovering from this state without faults leaves %d derived values unlike the reference, first: %s", len(d), d[0])
@@ -588,12 +670,21 @@ type exploreProc struct {
 	*memstore.Store
 	x      *exploreWorld
 	name   string
+	id     string // the lease owner id its Leader drew
 	skew   time.Duration
 	epoch  int64
 	dead   bool
 	exits  bool // an injected error the fault policy answers by exiting
 	cancel context.CancelFunc
 	ops    int
+
+	runMode    bool      // A: Leader.Run, whose act ends when the lease is not acquired
+	inTerm     bool      // a term runs: its renewal ticker is live
+	terms      int       // terms begun in this act
+	renewed    time.Time // local send time of the last acquisition or renewal that succeeded
+	failed     bool      // an injected error since the last checkpoint saved
+	opened     bool      // a stream was opened in this act
+	rebuilding bool      // a rebuild the stream started itself runs
 }
 
 var errCrashed = errors.New("process crashed")
@@ -602,12 +693,92 @@ func (p *exploreProc) local() time.Time { return p.x.now.Add(p.skew) }
 
 func (p *exploreProc) term() string { return fmt.Sprintf("%s@%d", p.name, p.epoch) }
 
+// The paths the explorer counts (TestExplore prints how often each was
+// reached and fails when one a bound claims was not).
+const (
+	pathTwoWrites      = "two source writes"
+	pathFaultAndWrite  = "a fault after a source write"
+	pathExitSave       = "a save after a failure lands (on the way out)"
+	pathRelease        = "Release"
+	pathReacquire      = "Run campaigns again after a lost term"
+	pathRestart        = "a restarted process, same configured id"
+	pathLandedErr      = "a write lands, then its reply is lost"
+	pathRefused        = "a write refused for good"
+	pathMidScan        = "a source write in the middle of a scan"
+	pathStreamRebuild  = "a rebuild the stream starts itself"
+	pathRebuildFault   = "a fault inside the stream's rebuild"
+	pathTick           = "a renewal tick"
+	pathRenewOK        = "a renewal succeeds"
+	pathRenewFails     = "a renewal fails (transient)"
+	pathRenewSlow      = "a renewal's reply is slow"
+	pathRenewRefused   = "a renewal lands late and is refused"
+	pathEdgePrefix     = "clock onto "
+	pathWindowRefusal  = "the guard refuses a write (window passed)"
+	pathDeadlineCutOff = "the guard's deadline cuts a request off"
+)
+
+// edge is a clock step onto a deadline or one tick either side of it.
+type edge struct {
+	name string
+	at   time.Time // the server's clock
+}
+
+// edgeTick is the clock's tick for the edges: a millisecond, MongoDB's
+// date resolution.
+const edgeTick = time.Millisecond
+
+// edges returns the instants, later than now, one tick before, at and
+// one tick after: without ctx, the end of p's renewal window (TTL −
+// Margin after the send of its last successful acquisition or renewal,
+// the default Margin being TTL/3), where the guard starts refusing
+// writes; with ctx, the lease's expiry as the store granted it to p's
+// epoch and the deadline of ctx (the write guard's), which a request
+// about to leave may straddle. In the server's time.
+func (p *exploreProc) edges(ctx context.Context) []edge {
+	x := p.x
+	var out []edge
+	add := func(name string, at time.Time) {
+		for i, d := range []time.Duration{-edgeTick, 0, edgeTick} {
+			t := at.Add(d)
+			if t.After(x.now) && !slices.ContainsFunc(out, func(e edge) bool { return e.at.Equal(t) }) {
+				out = append(out, edge{name + []string{"-1ms", "", "+1ms"}[i], t})
+			}
+		}
+	}
+	if ctx == nil {
+		if !p.renewed.IsZero() {
+			add("renewal window", p.renewed.Add(-p.skew).Add(exploreTTL-exploreTTL/3))
+		}
+		return out
+	}
+	if e, ok := x.expiry[p.epoch]; ok {
+		add("lease expiry", e)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		add("guard deadline", dl.Add(-p.skew))
+	}
+	return out
+}
+
 // racePoint names the store calls before which a foreign source write
-// may land during an act: a batch's first reads, the rebuild's cluster
-// time and scan, and every guarded write (before every read, the
-// schedules would multiply for interleavings these mostly cover).
+// may land during an act, the renewal ticker fire or the clock step onto
+// a deadline: a batch's first reads, the rebuild's cluster time and
+// scan, and every guarded write (before every read, the schedules would
+// multiply for interleavings these mostly cover).
 var racePoint = map[string]bool{"LookupKeys": true, "Submissions": true, "ClusterTime": true, "ScanSubmissions": true,
 	"Apply": true, "RecordKeys": true, "SaveCheckpoint": true}
+
+// injected counts a fault injected into p.
+func (p *exploreProc) injected() {
+	x := p.x
+	x.faults++
+	if x.writes > 0 {
+		x.reached(pathFaultAndWrite)
+	}
+	if p.rebuilding {
+		x.reached(pathRebuildFault)
+	}
+}
 
 // at is the choice point before each store call.
 func (p *exploreProc) at(op string) error {
@@ -625,9 +796,9 @@ func (p *exploreProc) at(op string) error {
 		do   func() error
 	}
 	opts := []option{{"proceed", func() error { return nil }}}
-	if x.faults < x.b.Faults && x.crashes < x.b.Crashes {
+	if x.faults < x.b.Faults && x.crashes < x.b.Crashes && !x.b.Transient {
 		opts = append(opts, option{"crash", func() error {
-			x.faults++
+			p.injected()
 			x.crashes++
 			x.logf("%s crashes before %s", p.name, op)
 			return p.die()
@@ -635,32 +806,60 @@ func (p *exploreProc) at(op string) error {
 	}
 	if x.faults < x.b.Faults {
 		opts = append(opts, option{"transient", func() error {
-			x.faults++
+			p.injected()
+			p.failed = true
 			x.logf("%s: %s fails (transient: a network error)", p.name, op)
 			return watch.WithClass(watch.Transient, fmt.Errorf("%s: injected network error", op))
 		}})
 	}
-	if x.faults < x.b.Faults {
+	if x.faults < x.b.Faults && !x.b.Transient {
 		opts = append(opts, option{"unauthorized", func() error {
 			// The policy exits on it (a privilege revoked): the term
 			// ends through the engine's and the Leader's exit paths
 			// (what is saved on the way out, the lease released), then
 			// the process is gone.
-			x.faults++
-			p.exits = true
+			p.injected()
+			p.exits, p.failed = true, true
 			x.logf("%s: %s fails (unauthorized: the process will exit)", p.name, op)
 			return watch.WithClass(watch.Unauthorized, fmt.Errorf("%s: injected Unauthorized (13)", op))
 		}})
 	}
 	if racePoint[op] && x.writes < x.b.Writes {
 		opts = append(opts, option{"foreign write", func() error {
-			x.writes++
+			x.countWrite()
 			x.logf("a source write lands before %s's %s:", p.name, op)
 			x.nested++
 			x.sourceWrite()
 			x.nested--
 			return nil
 		}})
+	}
+	if racePoint[op] && x.nested == 0 && p.inTerm {
+		if x.renewals < x.b.Renewals {
+			opts = append(opts, option{"renewal tick", func() error {
+				// The Leader's ticker runs on the bubble's clock: sleeping
+				// one renewal interval fires it once, and Wait returns
+				// once the Leader has handled the tick (renewed, or
+				// stopped the engine).
+				x.renewals++
+				x.reached(pathTick)
+				x.logf("%s's renewal ticker fires before %s", p.name, op)
+				time.Sleep(exploreTTL / 3)
+				synctest.Wait()
+				return nil
+			}})
+		}
+		if x.edges < x.b.Edges {
+			for _, e := range p.edges(nil) {
+				opts = append(opts, option{"edge", func() error {
+					x.edges++
+					x.reached(pathEdgePrefix + e.name)
+					x.logf("the clock moves onto %s before %s's %s (+%s)", e.name, p.name, op, e.at.Sub(x.now))
+					x.now = e.at
+					return nil
+				}})
+			}
+		}
 	}
 	return opts[x.choose(len(opts))].do()
 }
@@ -677,7 +876,9 @@ func (p *exploreProc) die() error {
 // passed: it may stall (the clock passes the lease's expiry and the other
 // instance acts) before the request leaves, when the guard's deadline
 // still cuts it off, or with the request in flight, when nothing on the
-// client can. It checks fencing when the request leaves.
+// client can; or the request may leave only when the clock is on a
+// deadline or one tick either side of it. It checks fencing when the
+// request leaves.
 func (p *exploreProc) send(ctx context.Context, op string) error {
 	name, _, _ := strings.Cut(op, "(")
 	if err := p.at(name); err != nil {
@@ -685,14 +886,43 @@ func (p *exploreProc) send(ctx context.Context, op string) error {
 	}
 	x := p.x
 	stall := 0
-	if x.faults < x.b.Faults && x.nested == 0 {
-		stall = x.choose(3)
+	var edges []edge
+	if x.edges < x.b.Edges && x.nested == 0 {
+		edges = p.edges(ctx)
+	}
+	n := 1 + len(edges)
+	if x.faults < x.b.Faults && x.nested == 0 && !x.b.Transient {
+		n += 2
+	}
+	switch c := x.choose(n); {
+	case c == 0:
+	case c <= len(edges):
+		e := edges[c-1]
+		x.edges++
+		x.reached(pathEdgePrefix + e.name)
+		x.logf("%s's %s leaves only when the clock is on %s (+%s)", p.name, op, e.name, e.at.Sub(x.now))
+		x.now = e.at
+	default:
+		stall = c - len(edges)
+	}
+	// A request leaves only while its context's deadline (the guard's,
+	// or the bound of a save on the way out) has not passed.
+	cutOff := func() error {
+		if dl, ok := ctx.Deadline(); ok && !p.local().Before(dl) {
+			x.reached(pathDeadlineCutOff)
+			x.logf("%s: %s cut off by the write guard's deadline", p.name, op)
+			return fmt.Errorf("%s: %w", op, context.DeadlineExceeded)
+		}
+		return nil
 	}
 	if stall == 2 {
+		if err := cutOff(); err != nil {
+			return err
+		}
 		p.checkSend(op)
 	}
 	if stall > 0 {
-		x.faults++
+		p.injected()
 		other := map[string]string{"A": "B", "B": "A", "R": "A"}[p.name[:1]]
 		x.logf("%s stalls after the write guard passed, %s (+%s); %s acts", p.name,
 			map[int]string{1: "before sending " + op, 2: "with " + op + " in flight"}[stall], exploreTTL+time.Minute, other)
@@ -705,9 +935,8 @@ func (p *exploreProc) send(ctx context.Context, op string) error {
 		}
 	}
 	if stall != 2 {
-		if dl, ok := ctx.Deadline(); ok && !p.local().Before(dl) {
-			x.logf("%s: %s cut off by the write guard's deadline", p.name, op)
-			return fmt.Errorf("%s: %w", op, context.DeadlineExceeded)
+		if err := cutOff(); err != nil {
+			return err
 		}
 		p.checkSend(op)
 	}
@@ -716,13 +945,31 @@ func (p *exploreProc) send(ctx context.Context, op string) error {
 
 // checkSend: no write of an earlier epoch leaves a client once a later
 // epoch wrote (the guard stops writes before the lease can expire, and a
-// later epoch exists only after it expired).
+// later epoch exists only after it expired), and none leaves at or after
+// the expiry the store granted its epoch.
 func (p *exploreProc) checkSend(op string) {
 	x := p.x
 	if p.epoch < x.maxWritten {
 		x.fail("fencing: %s of epoch %d sent after epoch %d wrote", op, p.epoch, x.maxWritten)
 	}
+	if e, ok := x.expiry[p.epoch]; ok && !x.now.Before(e) {
+		x.fail("fencing: %s of epoch %d sent %s after its lease expired (the server's clock)", op, p.epoch, x.now.Sub(e))
+	}
 	x.maxWritten = max(x.maxWritten, p.epoch)
+}
+
+// replyLost is the choice point after a write landed: its reply may be
+// lost (a transient error), so the engine retries a write that landed.
+func (p *exploreProc) replyLost(op string, err error) error {
+	x := p.x
+	if err != nil || x.faults >= x.b.Faults || x.b.Transient || x.nested > 0 || p.dead || x.violation != "" || x.choose(2) == 0 {
+		return err
+	}
+	p.injected()
+	p.failed = true
+	x.reached(pathLandedErr)
+	x.logf("%s: %s landed, its reply is lost (transient: a network error)", p.name, op)
+	return watch.WithClass(watch.Transient, fmt.Errorf("%s: injected network error after landing", op))
 }
 
 // landed attributes the events a write emitted to its term.
@@ -738,10 +985,20 @@ func (p *exploreProc) Apply(ctx context.Context, w *watch.Writes) (bson.Timestam
 	if err := p.send(ctx, op); err != nil {
 		return bson.Timestamp{}, err
 	}
+	x := p.x
+	if x.faults < x.b.Faults && x.nested == 0 && !x.b.Transient && x.choose(2) == 1 {
+		// Refused for good (a document the server will not take): the
+		// policy reports and moves past it.
+		p.injected()
+		x.refused = true
+		x.reached(pathRefused)
+		x.logf("%s (epoch %d): %s refused for good", p.name, p.epoch, op)
+		return bson.Timestamp{}, fmt.Errorf("%s: %w (injected)", op, watch.ErrWriteRejected)
+	}
 	at, err := p.Store.Apply(ctx, w)
 	p.landed()
-	p.x.logf("%s (epoch %d): %s lands: %v", p.name, p.epoch, op, errText(err))
-	return at, err
+	x.logf("%s (epoch %d): %s lands: %v", p.name, p.epoch, op, errText(err))
+	return at, p.replyLost(op, err)
 }
 
 func (p *exploreProc) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]materialize.Pair) error {
@@ -751,7 +1008,7 @@ func (p *exploreProc) RecordKeys(ctx context.Context, keys map[bson.ObjectID][]m
 	}
 	err := p.Store.RecordKeys(ctx, keys)
 	p.x.logf("%s (epoch %d): %s lands: %v", p.name, p.epoch, op, errText(err))
-	return err
+	return p.replyLost(op, err)
 }
 
 func (p *exploreProc) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) error {
@@ -763,9 +1020,13 @@ func (p *exploreProc) SaveCheckpoint(ctx context.Context, cp resume.Checkpoint) 
 	err := p.Store.SaveCheckpoint(ctx, cp)
 	p.x.logf("%s: %s: %v", p.name, op, errText(err))
 	if err == nil {
+		if p.failed {
+			p.x.reached(pathExitSave)
+			p.failed = false
+		}
 		p.checkSave(cp)
 	}
-	return err
+	return p.replyLost(op, err)
 }
 
 // checkSave checks a checkpoint that was accepted: fenced by its epoch,
@@ -785,7 +1046,7 @@ func (p *exploreProc) checkSave(cp resume.Checkpoint) {
 		return
 	}
 	x.lastPos = pos
-	if x.c.replaying() {
+	if x.c.replaying() || x.refused {
 		return
 	}
 	if d := x.recoverShadow(); len(d) > 0 {
@@ -809,13 +1070,27 @@ func (p *exploreProc) LoadCheckpoint(ctx context.Context) (resume.Checkpoint, bo
 	return p.Store.LoadCheckpoint(ctx)
 }
 
-func (p *exploreProc) Acquire(ctx context.Context, owner string, ttl time.Duration) (resume.Lease, bool, error) {
+func (p *exploreProc) Acquire(ctx context.Context, owner string, ttl time.Duration) (l resume.Lease, ok bool, err error) {
+	if p.runMode {
+		// Leader.Run stands by after a lease it did not get: the act ends.
+		defer func() {
+			if !ok && p.cancel != nil {
+				p.cancel()
+			}
+		}()
+	}
+	sent := p.local()
 	if err := p.at("Acquire"); err != nil {
 		return resume.Lease{}, false, err
 	}
-	l, ok, err := p.Store.Acquire(ctx, owner, ttl)
+	l, ok, err = p.Store.Acquire(ctx, owner, ttl)
 	if ok {
-		p.epoch = l.Epoch
+		if p.terms > 0 {
+			p.x.reached(pathReacquire)
+		}
+		p.epoch, p.inTerm, p.renewed = l.Epoch, true, sent
+		p.terms++
+		p.x.expiry[l.Epoch] = l.Expires
 		p.x.logf("%s acquires the lease, epoch %d", p.name, l.Epoch)
 	} else if err == nil {
 		p.x.logf("%s: the lease is held (epoch %d)", p.name, l.Epoch)
@@ -823,15 +1098,72 @@ func (p *exploreProc) Acquire(ctx context.Context, owner string, ttl time.Durati
 	return l, ok, err
 }
 
+// Renew is the choice point of a renewal (the Leader's term loop calls
+// it at a tick): it lands, fails, lands with its reply slow (the clock
+// moves past the guard's margin before the Leader learns of it), or
+// lands late, after the lease expired and the other instance acted.
+func (p *exploreProc) Renew(ctx context.Context, owner string, epoch int64, ttl time.Duration) (resume.Lease, bool, error) {
+	x := p.x
+	sent := p.local()
+	if p.dead || x.violation != "" {
+		return resume.Lease{}, false, p.die()
+	}
+	// The outcomes are the renewals budget's: a tick is chosen with them.
+	slow := false
+	c := x.choose(4)
+	switch c {
+	case 1:
+		x.reached(pathRenewFails)
+		x.logf("%s: the renewal fails (transient: a network error)", p.name)
+		return resume.Lease{}, false, watch.WithClass(watch.Transient, errors.New("renew: injected network error"))
+	case 2:
+		slow = true
+	case 3:
+		other := map[string]string{"A": "B", "B": "A", "R": "A"}[p.name[:1]]
+		if e := x.expiry[epoch]; e.After(x.now) {
+			x.now = e
+		}
+		x.logf("%s's renewal is in flight until its lease expired; %s acts", p.name, other)
+		x.nested++
+		x.act(other)
+		x.nested--
+		if x.violation != "" {
+			return resume.Lease{}, false, p.die()
+		}
+	}
+	l, ok, err := p.Store.Renew(ctx, owner, epoch, ttl)
+	switch {
+	case ok:
+		x.expiry[epoch] = l.Expires
+		p.renewed = sent
+		x.reached(pathRenewOK)
+		x.logf("%s renews the lease, epoch %d", p.name, epoch)
+	case err == nil:
+		if c == 3 {
+			x.reached(pathRenewRefused)
+		}
+		x.logf("%s: the renewal is refused (epoch %d holds the lease)", p.name, l.Epoch)
+	}
+	if slow {
+		x.reached(pathRenewSlow)
+		x.now = x.now.Add(exploreTTL / 4)
+		x.logf("%s: the renewal's reply arrives %s later", p.name, exploreTTL/4)
+	}
+	return l, ok, err
+}
+
 func (p *exploreProc) Release(ctx context.Context, owner string, epoch int64) error {
+	p.inTerm = false
 	if p.dead {
 		return errCrashed // a dead process releases nothing: its lease runs out
 	}
+	p.x.reached(pathRelease)
 	p.x.logf("%s releases the lease, epoch %d", p.name, epoch)
 	return p.Store.Release(ctx, owner, epoch)
 }
 
 func (p *exploreProc) Open(ctx context.Context, at watch.Position) (watch.Stream, error) {
+	p.opened, p.rebuilding = true, false // a rebuild from here on is the stream's
 	if err := p.at("Open"); err != nil {
 		return nil, err
 	}
@@ -972,6 +1304,10 @@ func (p *exploreProc) ClusterTime(ctx context.Context) (bson.Timestamp, error) {
 	if err := p.at("ClusterTime"); err != nil {
 		return bson.Timestamp{}, err
 	}
+	if p.opened && !p.rebuilding && p.name[0] != 'R' {
+		p.rebuilding = true
+		p.x.reached(pathStreamRebuild)
+	}
 	t, err := p.Store.ClusterTime(ctx)
 	p.x.logf("%s reads the cluster time: event %d", p.name, p.x.st.OplogLen())
 	return t, err
@@ -981,8 +1317,21 @@ func (p *exploreProc) ScanSubmissions(ctx context.Context, fn func(materialize.S
 	if err := p.at("ScanSubmissions"); err != nil {
 		return err
 	}
-	p.x.logf("%s scans the submissions (oplog at event %d)", p.name, p.x.st.OplogLen())
-	return p.Store.ScanSubmissions(ctx, fn, bad)
+	x := p.x
+	x.logf("%s scans the submissions (oplog at event %d)", p.name, x.st.OplogLen())
+	first := true
+	return p.Store.ScanSubmissions(ctx, func(s materialize.Submission) error {
+		if first && x.writes < x.b.Writes && x.nested == 0 && !p.dead && x.violation == "" && x.choose(2) == 1 {
+			x.countWrite()
+			x.reached(pathMidScan)
+			x.logf("a source write lands in the middle of %s's scan:", p.name)
+			x.nested++
+			x.sourceWrite()
+			x.nested--
+		}
+		first = false
+		return fn(s)
+	}, bad)
 }
 
 func (p *exploreProc) AllProblems(ctx context.Context) ([]*materialize.Problem, []*materialize.DecodeError, error) {
@@ -1013,28 +1362,47 @@ type exploreResult struct {
 	choices                                                  []int
 	trace                                                    []string
 	elapsed                                                  time.Duration
+	reach                                                    map[string]int
+	// The differential check of pruning: pruned states explored again
+	// without pruning, the schedules that took, and the states they
+	// reached that the pruned exploration never fingerprinted.
+	diffChecked, diffSchedules, diffNovel int
+	diffFirstNovel                        string
+}
+
+// inBubble runs fn in a synctest bubble: the Leader's renewal ticker and
+// every real-clock timer run on the bubble's clock, which moves only when
+// the explorer sleeps (a renewal tick), so a tick lands where the
+// explorer chooses and synctest.Wait tells when the Leader handled it.
+func inBubble(t *testing.T, fn func()) {
+	synctest.Test(t, func(*testing.T) { fn() })
 }
 
 // explore enumerates every choice sequence within b, depth first, and
 // stops at the first violation (shortest: at the violation of fewest
-// choices among every sequence within b).
-func explore(b exploreBound, shortest bool) exploreResult {
+// choices among every sequence within b). With diff > 0 it then explores
+// again, without pruning, the subtrees of up to diff pruned states
+// (spread over the exploration): each state they reach must be one the
+// pruned exploration reached (a fingerprint that leaves out a field that
+// decides what happens next shows as a new state), and none may violate
+// a property.
+func explore(t *testing.T, b exploreBound, shortest bool, diff int) exploreResult {
 	start := time.Now()
 	seen := map[[32]byte]bool{}
-	var res exploreResult
+	res := exploreResult{reach: map[string]int{}}
 	var prefix []int
+	var pruned [][]int
 	for {
 		s := &script{prefix: prefix}
 		x := newExploreWorld(s, b, seen)
-		err := x.run()
+		var err error
+		inBubble(t, func() { err = x.run() })
 		res.schedules++
 		if errors.Is(err, errPruned) {
 			res.pruned++
+			pruned = append(pruned, slices.Clone(s.taken))
 		}
-		res.states += x.states
-		res.maxDepth = max(res.maxDepth, len(s.taken))
-		res.maxCrashes = max(res.maxCrashes, x.crashes)
-		res.crashes += x.crashes
+		res.add(x, s)
 		if x.violation != "" && (res.violation == "" || len(s.taken) < len(res.choices)) {
 			res.violation, res.choices, res.trace = x.violation, append([]int(nil), s.taken...), x.trace
 			if !shortest {
@@ -1046,25 +1414,108 @@ func explore(b exploreBound, shortest bool) exploreResult {
 			break
 		}
 	}
+	for i := 0; diff > 0 && res.violation == "" && i < len(pruned); i += max(1, len(pruned)/diff) {
+		res.diffChecked++
+		floor := len(pruned[i])
+		prefix := pruned[i]
+		for {
+			s := &script{prefix: prefix, floor: floor}
+			x := newExploreWorld(s, b, nil)
+			x.known = seen
+			inBubble(t, func() { _ = x.run() })
+			res.diffSchedules++
+			if x.novel != "" && res.diffFirstNovel == "" {
+				res.diffFirstNovel = fmt.Sprintf("after choices %s: %s", formatChoices(s.taken), x.novel)
+			}
+			if x.novel != "" {
+				res.diffNovel++
+			}
+			if x.violation != "" {
+				res.violation, res.choices, res.trace = "without pruning: "+x.violation, append([]int(nil), s.taken...), x.trace
+				break
+			}
+			var ok bool
+			if prefix, ok = s.next(); !ok {
+				break
+			}
+		}
+	}
 	res.elapsed = time.Since(start)
 	return res
 }
 
+func (res *exploreResult) add(x *exploreWorld, s *script) {
+	res.states += x.states
+	res.maxDepth = max(res.maxDepth, len(s.taken))
+	res.maxCrashes = max(res.maxCrashes, x.crashes)
+	res.crashes += x.crashes
+	for k, v := range x.reach {
+		res.reach[k] += v
+	}
+}
+
 // replay runs one choice sequence and returns its world.
-func replay(b exploreBound, choices []int) (*exploreWorld, *script) {
+func replay(t *testing.T, b exploreBound, choices []int) (*exploreWorld, *script) {
 	s := &script{prefix: choices, replay: true}
 	x := newExploreWorld(s, b, nil)
-	_ = x.run()
+	inBubble(t, func() { _ = x.run() })
 	return x, s
 }
 
+// claims lists the paths an exploration within b must reach: TestExplore
+// fails when one of them was reached 0 times.
+func (b exploreBound) claims() []string {
+	var c []string
+	add := func(cond bool, paths ...string) {
+		if cond {
+			c = append(c, paths...)
+		}
+	}
+	add(b.Steps >= 2, pathRelease)
+	add(b.Writes >= 2, pathTwoWrites)
+	add(b.Writes >= 1 && b.Faults >= 1, pathFaultAndWrite, pathExitSave)
+	add(b.Writes >= 1 && b.Steps >= 2, pathMidScan)
+	add(b.Faults >= 1 && !b.Transient, pathLandedErr, pathRefused)
+	add(b.Faults >= 1, pathStreamRebuild)
+	// The stream's own rebuild: after the oplog rolled over (a fault),
+	// or for an event it cannot resolve (a source write).
+	add(b.Faults >= 2 || b.Writes >= 1 && b.Faults >= 1, pathRebuildFault)
+	add(b.Crashes >= 1, pathRestart)
+	add(b.Renewals >= 1, pathTick, pathRenewOK, pathRenewFails, pathRenewSlow, pathRenewRefused, pathReacquire)
+	add(b.Edges >= 1, pathEdgePrefix+"lease expiry-1ms", pathEdgePrefix+"lease expiry", pathEdgePrefix+"lease expiry+1ms",
+		pathEdgePrefix+"guard deadline-1ms", pathEdgePrefix+"guard deadline", pathEdgePrefix+"guard deadline+1ms", pathDeadlineCutOff)
+	add(b.Edges >= 1 && b.Renewals >= 1, pathEdgePrefix+"renewal window-1ms", pathEdgePrefix+"renewal window", pathEdgePrefix+"renewal window+1ms")
+	return c
+}
+
+// reachTable renders res.reach, the paths b claims first.
+func reachTable(b exploreBound, res exploreResult) string {
+	var sb strings.Builder
+	claimed := b.claims()
+	keys := slices.Sorted(maps.Keys(res.reach))
+	for _, k := range claimed {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b string) int { return strings.Compare(a, b) })
+	for _, k := range keys {
+		mark := " "
+		if slices.Contains(claimed, k) {
+			mark = "*"
+		}
+		fmt.Fprintf(&sb, "  %s %8d  %s\n", mark, res.reach[k], k)
+	}
+	return sb.String()
+}
+
 // The bounds `make test` explores, each exhaustively: source writes and
-// their races with every act (no faults), and every fault with the
-// clocks skewed (no source write but those the faults bring). Their
-// product (steps=2,writes=1,faults=1,crashes=1,skew=true: 133,498
-// schedules) costs about 150 s of CPU and runs in make explore.
-// MATERIALIZER_EXPLORE_BOUND overrides (bounds separated by ';').
-const defaultExploreBounds = "steps=3,writes=1,echoes=true;steps=3,faults=1,crashes=1,skew=true"
+// their races with every act (no faults); every fault with the clocks
+// skewed; a transient fault with a source write; and renewals (each
+// outcome) with a clock step onto a deadline. make explore runs larger
+// bounds (the Makefile's EXPLORE_BOUND). MATERIALIZER_EXPLORE_BOUND
+// overrides (bounds separated by ';').
+const defaultExploreBounds = "steps=3,writes=1,echoes=true;steps=3,faults=1,crashes=1,skew=true;steps=1,writes=1,faults=1,transient=true;steps=2,renewals=1,edges=1"
 
 func exploreBoundsFromEnv(t *testing.T) []exploreBound {
 	spec := defaultExploreBounds
@@ -1087,10 +1538,16 @@ func exploreBoundsFromEnv(t *testing.T) []exploreBound {
 	return out
 }
 
+// exploreDiffSamples is how many pruned states of each bound TestExplore
+// explores again without pruning (MATERIALIZER_EXPLORE_DIFF overrides).
+const exploreDiffSamples = 10
+
 // TestExplore enumerates every schedule of two instances and an online
 // rebuild within each bound and checks the protocol's properties at every
-// state. MATERIALIZER_EXPLORE_REPLAY=<choices> replays one sequence of
-// the (first) bound and prints its trace; MATERIALIZER_EXPLORE_SHORTEST=1
+// state, then the pruning (explore's diff). It prints how often each path
+// was reached and fails when a path the bound claims was not.
+// MATERIALIZER_EXPLORE_REPLAY=<choices> replays one sequence of the
+// (first) bound and prints its trace; MATERIALIZER_EXPLORE_SHORTEST=1
 // searches each whole bound for its shortest counterexample.
 func TestExplore(t *testing.T) {
 	bounds := exploreBoundsFromEnv(t)
@@ -1099,26 +1556,103 @@ func TestExplore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		x, s := replay(bounds[0], choices)
+		x, s := replay(t, bounds[0], choices)
 		t.Logf("replay %s (bound %s), %d choices:\n%s", formatChoices(s.taken), bounds[0], len(s.taken), strings.Join(x.trace, "\n"))
 		if x.violation != "" {
 			t.Fatalf("violation: %s", x.violation)
 		}
 		return
 	}
+	diff := exploreDiffSamples
+	if v := os.Getenv("MATERIALIZER_EXPLORE_DIFF"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("MATERIALIZER_EXPLORE_DIFF: %v", err)
+		}
+		diff = n
+	}
+	shortest := os.Getenv("MATERIALIZER_EXPLORE_SHORTEST") != ""
 	for _, b := range bounds {
 		t.Run(b.String(), func(t *testing.T) {
 			t.Parallel()
-			res := explore(b, os.Getenv("MATERIALIZER_EXPLORE_SHORTEST") != "")
-			line := fmt.Sprintf("explore (%s): %d schedules, %d distinct states, %d pruned at a state seen, max depth %d choices, crashes per schedule max %d mean %.2f, %.1fs",
-				b, res.schedules, res.states, res.pruned, res.maxDepth, res.maxCrashes, float64(res.crashes)/float64(res.schedules), res.elapsed.Seconds())
-			if res.violation == "" {
-				t.Log(line)
-			}
+			res := explore(t, b, shortest, diff)
+			line := fmt.Sprintf("explore (%s): %d schedules, %d distinct states, %d pruned at a state seen, max depth %d choices, crashes per schedule max %d mean %.2f; pruning: %d pruned states explored again without it (%d schedules), %d new states; %.1fs",
+				b, res.schedules, res.states, res.pruned, res.maxDepth, res.maxCrashes, float64(res.crashes)/float64(res.schedules),
+				res.diffChecked, res.diffSchedules, res.diffNovel, res.elapsed.Seconds())
 			if res.violation != "" {
 				t.Fatalf("%s\nviolation: %s\nchoices (%d): %s\nreplay: MATERIALIZER_EXPLORE_BOUND='%s' MATERIALIZER_EXPLORE_REPLAY=%s go test ./watch/ -run '^TestExplore$' -v\ntrace:\n%s",
 					line, res.violation, len(res.choices), formatChoices(res.choices), b, formatChoices(res.choices), strings.Join(res.trace, "\n"))
 			}
+			t.Logf("%s\npaths reached (* claimed by this bound):\n%s", line, reachTable(b, res))
+			for _, path := range b.claims() {
+				if res.reach[path] == 0 {
+					t.Errorf("path %q, claimed by this bound, reached 0 times: the harness no longer reaches it", path)
+				}
+			}
+			if res.diffNovel > 0 {
+				t.Errorf("pruning is unsound: exploring %d pruned states again without pruning reached %d states the pruned exploration never did; first %s",
+					res.diffChecked, res.diffNovel, res.diffFirstNovel)
+			}
 		})
 	}
+}
+
+// stateKeyCovers names every field of the explorer's world and of its
+// processes and, for each, how exploreWorld.stateKey covers it or why a
+// state that differs only in it has the same futures (explore prunes
+// states of equal keys). A field added to either struct fails
+// TestExploreKeyCoversTheWorld until it is named here; the differential
+// check (explore's diff) tests the reasons on a sample.
+var stateKeyCovers = map[string]string{
+	"exploreWorld.st":         "covered: memstore.Fingerprint (TestFingerprintCoversEveryField), the lease rendered by holder",
+	"exploreWorld.now":        "covered: relative, as the holder's time left; nothing else reads the absolute clock",
+	"exploreWorld.writes":     "covered",
+	"exploreWorld.faults":     "covered",
+	"exploreWorld.crashes":    "covered",
+	"exploreWorld.renewals":   "covered",
+	"exploreWorld.edges":      "covered",
+	"exploreWorld.refused":    "covered",
+	"exploreWorld.skew":       "covered",
+	"exploreWorld.subs":       "covered: its length names the next submission; the documents are the store's",
+	"exploreWorld.maxWritten": "covered",
+	"exploreWorld.lastPos":    "covered",
+	"exploreWorld.ownBy": "left out: checkSave compares it with the saving term, and every term after this state is new " +
+		"(a later epoch), so only how many events there are (the store's) matters",
+	"exploreWorld.procs":       "covered: whether the lease holder's process lives; every act builds its Leader and engine anew",
+	"exploreWorld.expiry":      "left out: read for the epoch a term acquired or renewed in the same act, never for an older one",
+	"exploreWorld.incarnation": "left out: names processes in traces; a restart's behaviour does not depend on the count",
+	"exploreWorld.hw":          "left out: the same in every run",
+	"exploreWorld.c":           "left out: the chooser, the search itself",
+	"exploreWorld.b":           "left out: the same in every run of an exploration",
+	"exploreWorld.trace":       "left out: the log",
+	"exploreWorld.seen":        "left out: the search's bookkeeping",
+	"exploreWorld.known":       "left out: the search's bookkeeping",
+	"exploreWorld.novel":       "left out: the search's bookkeeping",
+	"exploreWorld.reach":       "left out: counters",
+	"exploreWorld.violation":   "left out: a run stops at it",
+	"exploreWorld.nested":      "left out: 0 between top-level steps",
+	"exploreWorld.states":      "left out: a counter",
+	"exploreWorld.metrics":     "left out: a sink no decision reads",
+
+	"exploreProc.Store":      "covered: the world's store",
+	"exploreProc.x":          "left out: the world",
+	"exploreProc.id":         "covered: compared with the lease's owner",
+	"exploreProc.skew":       "covered: the world's skew",
+	"exploreProc.dead":       "covered for the lease holder; for another process only its name in traces differs",
+	"exploreProc.name":       "left out: in traces and ownBy (covered there)",
+	"exploreProc.exits":      "left out: the process is dead at the end of the act that set it",
+	"exploreProc.epoch":      "left out: reset at each act",
+	"exploreProc.ops":        "left out: reset at each act",
+	"exploreProc.terms":      "left out: reset at each act",
+	"exploreProc.opened":     "left out: reset at each act",
+	"exploreProc.rebuilding": "left out: reset at each act",
+	"exploreProc.runMode":    "left out: set at each act",
+	"exploreProc.cancel":     "left out: nil between acts",
+	"exploreProc.inTerm":     "left out: false after the Release that ends each term; a process that did not release is dead",
+	"exploreProc.renewed":    "left out: set at each acquisition",
+	"exploreProc.failed":     "left out: counts a path (reach), decides nothing",
+}
+
+func TestExploreKeyCoversTheWorld(t *testing.T) {
+	mtest.FieldsNamed(t, stateKeyCovers, map[string]reflect.Type{"exploreWorld.": reflect.TypeFor[exploreWorld](), "exploreProc.": reflect.TypeFor[exploreProc]()})
 }

@@ -6,18 +6,19 @@
 # table. The working tree itself is never changed.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
-bound=${EXPLORE_BOUND:-"steps=3,writes=1,echoes=true;steps=3,faults=1,crashes=1,skew=true"}
+# The default: TestExplore's own bounds (defaultExploreBounds).
+bound=${EXPLORE_BOUND:-}
 sims='^(TestSimulation|TestSimulationForeignWritesBeforeReads|TestSimulationRejudgeWholeProblem|TestTwoInstances)$'
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '%-34s | %-22s | %-17s | %s\n' "planted bug" "explorer (choices)" "random sims find" "property violated (explorer)"
-for p in "$root"/watch/testdata/planted/*.patch; do
+for p in $(ls "$root"/watch/testdata/planted/*.patch | sort -V); do
 	name=$(basename "$p" .patch)
 	rm -rf "$tmp/src"
 	mkdir "$tmp/src"
 	(cd "$root" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$tmp/src")
 	(cd "$tmp/src" && git apply "$p")
-	(cd "$tmp/src" && MATERIALIZER_EXPLORE_SHORTEST=1 MATERIALIZER_EXPLORE_BOUND="$bound" \
+	(cd "$tmp/src" && MATERIALIZER_EXPLORE_SHORTEST=1 MATERIALIZER_EXPLORE_BOUND="$bound" MATERIALIZER_EXPLORE_DIFF=0 \
 		go test ./watch/ -run '^TestExplore$' -count=1 -v -timeout 30m) >"$tmp/explore.txt" 2>&1 || true
 	shortest=$(grep -oE '^ *choices \([0-9]+\)' "$tmp/explore.txt" | grep -oE '[0-9]+' | sort -n | head -1 || true)
 	violation=$(grep -m1 -E '^ *violation: ' "$tmp/explore.txt" | sed -E 's/^ *violation: //' | cut -c1-90 || true)
