@@ -200,30 +200,39 @@ func readMingoResults(t *testing.T, path string) []mqlResult {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
-		var d bson.D
-		if err := bson.UnmarshalExtJSON(sc.Bytes(), true, &d); err != nil {
-			t.Fatalf("mingo result %.200s: %v", sc.Text(), err)
+		r, err := parseMingoResult(sc.Bytes())
+		if err != nil {
+			t.Fatal(err)
 		}
-		var r mqlResult
-		if e, ok := lookupD(d, "error").(string); ok {
-			r.err = e
-		}
-		if docs, ok := lookupD(d, "docs").(bson.A); ok {
-			r.docs = []bson.D{}
-			for _, x := range docs {
-				r.docs = append(r.docs, x.(bson.D))
-			}
-		}
-		if n, ok := number(lookupD(d, "matched")); ok {
-			r.matched = int(n)
-		}
-		r.dupKey, _ = lookupD(d, "dupKey").(bool)
 		out = append(out, r)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// parseMingoResult decodes one line of the harness's output.
+func parseMingoResult(line []byte) (mqlResult, error) {
+	var d bson.D
+	if err := bson.UnmarshalExtJSON(line, true, &d); err != nil {
+		return mqlResult{}, fmt.Errorf("mingo result %.200s: %w", line, err)
+	}
+	var r mqlResult
+	if e, ok := lookupD(d, "error").(string); ok {
+		r.err = e
+	}
+	if docs, ok := lookupD(d, "docs").(bson.A); ok {
+		r.docs = []bson.D{}
+		for _, x := range docs {
+			r.docs = append(r.docs, x.(bson.D))
+		}
+	}
+	if n, ok := number(lookupD(d, "matched")); ok {
+		r.matched = int(n)
+	}
+	r.dupKey, _ = lookupD(d, "dupKey").(bool)
+	return r, nil
 }
 
 // compare returns the differences between our result and mingo's.
