@@ -90,6 +90,9 @@ type mqlCase struct {
 	update  any
 	upsert  bool
 	now     time.Time
+	// native names the harness's replacements of mingo operators to
+	// turn off (mql_probe_test.go).
+	native []string
 	// unordered: the server does not define the order of the results
 	// ($group's output): both sides are sorted before the comparison.
 	unordered bool
@@ -138,6 +141,9 @@ func (c *mqlCase) doc() bson.D {
 	if c.update != nil {
 		d = append(d, bson.E{Key: "update", Value: c.update}, bson.E{Key: "upsert", Value: c.upsert},
 			bson.E{Key: "now", Value: bson.NewDateTimeFromTime(c.now)})
+	}
+	if c.native != nil {
+		d = append(d, bson.E{Key: "native", Value: c.native})
 	}
 	return norm(d).(bson.D)
 }

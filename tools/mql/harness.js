@@ -5,11 +5,12 @@
 // Extended JSON, for the Go test to compare with its own evaluator.
 //
 //   node harness.js cases.jsonl results.jsonl
+//   node harness.js --serve   (a case a line on stdin, its result on stdout)
 //
 // A case is {name, kind: "aggregate" | "find" | "update", docs: [...],
 // colls: {name: [...]}, pipeline, filter, projection, sort, update,
-// upsert, now}; a result {name, docs: [...], matched, dupKey} or {name,
-// error}.
+// upsert, now, native}; a result {name, docs: [...], matched, dupKey}
+// or {name, error}.
 //
 // The adapter: where mingo lacks something the server has, and only there.
 //  - Numbers. mingo has one number type; the server has int, long and
@@ -24,7 +25,6 @@
 //    decides int/long/double by value.
 //  - $bsonSize: missing in mingo; the bson package's calculateObjectSize
 //    of the typed value.
-//  - $push: mingo pushes null for a missing value; the server skips it.
 //  - Symbols are strings (the server compares a symbol as the string);
 //    $type still says "symbol" through the twin.
 //  - $$NOW: replaced by {$literal: now} in the statement, the one value the
@@ -35,11 +35,11 @@
 //    runs on the seed.
 //  - Where mingo differs from the server (each found by make test-mql and
 //    checked against the server's source or docs), the operator is
-//    replaced: documents compare field by field in stored order in $sort
-//    and $min (bsonCompare); $sort compares the whole key, missing equal
-//    to null (sortStage); $lt/$lte/$gt/$gte order values of different
-//    types (exprCompare); $exists traverses paths as the server does
-//    (existsQuery); $addToSet follows AddToSetNode (addToSet).
+//    replaced: see replacements, each with the mingo behaviour it works
+//    around and a probe in mongodb/mql_probe_test.go that fails once
+//    mingo gets it right.
+//  - Types out: an update's own values keep their BSON type; other
+//    values take their input's (writtenValues, retype).
 //  - Output: a missing field is left out (EJSON.stringify would write
 //    null).
 "use strict";
@@ -394,10 +394,10 @@ function applyUpdate(docs, filter, update, options) {
 // mingo behaviour each works around (mingo 7.2.7, the newest):
 //  - compare: $lt/$lte/$gt/$gte apply a query's type bracketing, so
 //    {$lte: [<missing>, <date>]} and {$gt: ["a", 5]} are false (exprCompare);
-//  - $sort: sorts field by field, grouping by one field at a time, and
-//    puts missing before null, where the server compares the whole key
-//    with missing equal to null (sortStage); documents by sorted field
-//    names (bsonCompare);
+//  - $sort: sorts by one field at a time, grouping the documents by its
+//    value, so values that differ but compare equal (["b"] and "b") are
+//    never ordered by the next field; the server compares the whole key
+//    (sortStage); documents by sorted field names (bsonCompare);
 //  - $min: compares documents by sorted field names, not in stored order;
 //  - $push: pushes null for a missing value and for $$REMOVE;
 //  - $exists: a path ending in a number indexes into the values reached
@@ -540,11 +540,15 @@ function dropMissing(v) {
 // values it writes: those of $set and $addToSet in an update document,
 // and every $literal of a pipeline, keep their BSON number type, so the
 // documents an update leaves show the types it wrote.
-function writtenValues(u) {
+function writtenValues(u, native) {
   if (Array.isArray(u)) return u.map(keepLiterals);
   if (!isPlainObject(u)) return toPlain(u);
   const out = {};
-  for (const op of Object.keys(u)) out[op] = op === "$set" || op === "$addToSet" ? u[op] : toPlain(u[op]);
+  for (const op of Object.keys(u)) {
+    // mingo's own $addToSet compares plain values only
+    const typed = op === "$set" || (op === "$addToSet" && !native.includes("$addToSet"));
+    out[op] = typed ? u[op] : toPlain(u[op]);
+  }
   return out;
 }
 
@@ -601,7 +605,7 @@ function answer(line) {
   const c = toPlain(typedCase);
   let res;
   try {
-    res = run(c, typedCase.update === undefined ? undefined : writtenValues(typedCase.update));
+    res = run(c, typedCase.update === undefined ? undefined : writtenValues(typedCase.update, c.native || []));
     const source = sourceOf(c);
     if (res.docs) res.docs = res.docs.map((d) => retype(d, undefined, source));
   } catch (e) {
