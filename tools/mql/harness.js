@@ -603,10 +603,10 @@ function answer(line) {
   const typedCase = EJSON.parse(line, { relaxed: false });
   twins = new WeakMap();
   const c = toPlain(typedCase);
+  const source = sourceOf(c); // the inputs before an update replaces them
   let res;
   try {
     res = run(c, typedCase.update === undefined ? undefined : writtenValues(typedCase.update, c.native || []));
-    const source = sourceOf(c);
     if (res.docs) res.docs = res.docs.map((d) => retype(d, undefined, source));
   } catch (e) {
     res = { error: String(e && e.message ? e.message : e) };
