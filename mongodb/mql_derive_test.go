@@ -35,9 +35,7 @@ const mqlDeriveSeeds = 40
 // store its numbers as Back-End does (int32 when they fit). `make
 // test-mql` runs it.
 func TestMQLDerivedValues(t *testing.T) {
-	if os.Getenv("MATERIALIZER_TEST_MQL") == "" {
-		t.Skip("set MATERIALIZER_TEST_MQL=1 to run the daemon over mingo (make test-mql: needs Node.js 20 and npm ci in tools/mql)")
-	}
+	skipWithoutMingo(t)
 	ctx := context.Background()
 	srv := &mingoServer{t: t, mingo: startMingo(t), ours: os.Getenv("MATERIALIZER_TEST_MQL_OURS") != ""}
 	d := connectMingo(t, srv)
@@ -85,6 +83,20 @@ func TestMQLDerivedValues(t *testing.T) {
 	}
 	fmt.Printf("mql: %d databases rebuilt, %d batches of %d events processed (%d undecodable skipped), %d writes, over mingo; derived values as the reference's\n",
 		mqlDeriveSeeds, batches, events, undecodable, writes)
+	var answered []string
+	for _, k := range sortedKeys(srv.answered) {
+		answered = append(answered, fmt.Sprintf("%s %d", k, srv.answered[k]))
+	}
+	fmt.Printf("mql: commands mingo answered: %s\n", strings.Join(answered, ", "))
+	// Every kind of statement the adapter sends for derived values: a
+	// generator that stops reaching one fails here.
+	for _, k := range []string{"find submission", "find problem", "find user", "aggregate homework", "aggregate submission",
+		"update user", "update homework", "update homework (pipeline statements)",
+		"find " + DefaultKeysCollection, "update " + DefaultKeysCollection} {
+		if srv.answered[k] == 0 {
+			t.Errorf("no %s command was sent", k)
+		}
+	}
 }
 
 func mqlRefDB(colls map[string][]bson.D) reference.DB {
@@ -99,12 +111,16 @@ func mqlRefDB(colls map[string][]bson.D) reference.DB {
 		Homeworks: raws(materialize.CollHomework), Submissions: raws(materialize.CollSubmission)}
 }
 
-// mqlDeriveDB is a random database: mqlReadDB's odd shapes, homeworks
-// ending among the submissions (late ones take the penalty) and entries
-// keyed by every problem.
+// mqlDeriveDB is a random database: mqlReadDB's odd shapes, as many
+// submissions again of the types Back-End writes, homeworks ending among
+// the submissions (late ones take the penalty) and entries keyed by
+// every problem.
 func mqlDeriveDB(r *rand.Rand) map[string][]bson.D {
 	hws := []bson.ObjectID{{0x65, 1}, {0x65, 2}, {0x65, 3}}
 	db := mqlReadDB(r, mqlUsers, hws)
+	for i := range 10 + r.IntN(40) {
+		db[materialize.CollSubmission] = append(db[materialize.CollSubmission], mqlDedupe(randomSubmission(r, 100+i, mqlUsers, true)))
+	}
 	for i, h := range db[materialize.CollHomework] {
 		if r.IntN(2) == 0 {
 			continue

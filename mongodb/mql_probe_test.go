@@ -1,7 +1,6 @@
 package mongodb
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -16,9 +15,7 @@ import (
 // another. When a mingo release gets one right, this fails: drop that
 // replacement.
 func TestMQLReplacementsStillDiffer(t *testing.T) {
-	if os.Getenv("MATERIALIZER_TEST_MQL") == "" {
-		t.Skip("set MATERIALIZER_TEST_MQL=1 to probe mingo (make test-mql: needs Node.js 20 and npm ci in tools/mql)")
-	}
+	skipWithoutMingo(t)
 	mingo := startMingo(t)
 	date := bson.DateTime(1_700_000_000_000)
 	probes := []struct {

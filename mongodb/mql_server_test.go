@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -23,6 +24,15 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/xoptions"
 )
+
+// skipWithoutMingo skips the tests that run mingo unless `make test-mql`
+// asked for them.
+func skipWithoutMingo(t *testing.T) {
+	t.Helper()
+	if os.Getenv("MATERIALIZER_TEST_MQL") == "" {
+		t.Skip("set MATERIALIZER_TEST_MQL=1 to run with mingo (make test-mql: needs Node.js 20 and npm ci in tools/mql)")
+	}
+}
 
 // mingoProc is tools/mql/harness.js --serve: one case in, one result out.
 type mingoProc struct {
@@ -90,7 +100,10 @@ type mingoServer struct {
 	colls   map[string][]bson.D
 	clock   uint32
 	onWrite func(coll string, before, after []bson.D)
-	replies [][]byte
+	// answered counts the commands answered by name and collection
+	// ("aggregate submission"), and the pipeline-form update statements
+	// ("update homework (pipeline statements)").
+	answered map[string]int
 }
 
 // connectMingo returns a DB whose every command srv answers.
@@ -142,6 +155,10 @@ func (s *mingoServer) answer(cmd bson.D, seqs map[string][]bson.D) bson.D {
 			{Key: "ns", Value: "normal-oj." + coll}, {Key: "firstBatch", Value: batch}}})
 	}
 	name, coll := cmd[0].Key, fmt.Sprint(cmd[0].Value)
+	if s.answered == nil {
+		s.answered = map[string]int{}
+	}
+	s.answered[name+" "+coll]++
 	get := func(k string) any { return lookupD(cmd, k) }
 	doc := func(k string) bson.D {
 		d, _ := get(k).(bson.D)
@@ -177,6 +194,9 @@ func (s *mingoServer) answer(cmd bson.D, seqs map[string][]bson.D) bson.D {
 				return fail("multi update")
 			}
 			upsert, _ := lookupD(st, "upsert").(bool)
+			if _, ok := lookupD(st, "u").(bson.A); ok {
+				s.answered["update "+coll+" (pipeline statements)"]++
+			}
 			q, _ := lookupD(st, "q").(bson.D)
 			before := s.colls[coll]
 			res, err := s.run(mqlCase{name: "update " + coll, kind: "update", docs: before, filter: q,

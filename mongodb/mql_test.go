@@ -26,9 +26,7 @@ import (
 // the types an update writes and its inputs had). `make test-mql`
 // runs it (MATERIALIZER_TEST_MQL=1, after npm ci in tools/mql).
 func TestMQLAgainstMingo(t *testing.T) {
-	if os.Getenv("MATERIALIZER_TEST_MQL") == "" {
-		t.Skip("set MATERIALIZER_TEST_MQL=1 to compare with mingo (make test-mql: needs Node.js 20 and npm ci in tools/mql)")
-	}
+	skipWithoutMingo(t)
 	harness, err := filepath.Abs(filepath.Join("..", "tools", "mql", "harness.js"))
 	if err != nil {
 		t.Fatal(err)
