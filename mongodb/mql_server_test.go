@@ -104,6 +104,10 @@ type mingoServer struct {
 	// ("aggregate submission"), and the pipeline-form update statements
 	// ("update homework (pipeline statements)").
 	answered map[string]int
+	// refuseRead answers Read's one aggregate (a $replaceWith at the top)
+	// as a result over 16 MB would be, BSONObjectTooLarge, so Read
+	// falls back to ReadSeparately: the DB methods of each part.
+	refuseRead bool
 }
 
 // connectMingo returns a DB whose every command srv answers.
@@ -180,6 +184,13 @@ func (s *mingoServer) answer(cmd bson.D, seqs map[string][]bson.D) bson.D {
 		return cursor(coll, res.docs)
 	case "aggregate":
 		stages, _ := get("pipeline").(bson.A)
+		for _, st := range stages {
+			if d, _ := st.(bson.D); s.refuseRead && len(d) > 0 && d[0].Key == "$replaceWith" {
+				s.answered["aggregate "+coll+" (refused: too large)"]++
+				return bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "BSONObj size: 16793600 is invalid"},
+					{Key: "code", Value: int32(codeBSONObjectTooLarge)}, {Key: "codeName", Value: "BSONObjectTooLarge"}}
+			}
+		}
 		res, err := s.run(mqlCase{name: "aggregate " + coll, kind: "aggregate", docs: s.colls[coll], colls: s.colls, stages: stages})
 		if err != nil || res.err != "" {
 			return fail(fmt.Sprintf("aggregate %s %v: %v %s", coll, stages, err, res.err))
