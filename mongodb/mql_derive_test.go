@@ -28,14 +28,13 @@ const mqlDeriveSeeds = 40
 // watch.Pipeline under mingo, then watch.DecodeEvent and
 // Engine.ProcessBatch; every other database with Read's one aggregate
 // refused as too large, so each part is read by its own method). After
-// the rebuild and after each batch every
-// derived value must be internal/reference's, an independent derivation
-// from the documents: a wrong operator, field name, threshold or $in
-// list in a builder gives a wrong value here, where comparing two
-// engines running the same statement cannot see it. Every write must
-// change only derived fields, add or remove no studentStatus key, and
-// store its numbers as Back-End does (int32 when they fit). `make
-// test-mql` runs it.
+// the rebuild and after each batch every derived value must be
+// internal/reference's, an independent derivation from the documents:
+// a wrong operator, field name, threshold or $in list in a builder gives
+// a wrong value here, where comparing two engines running the same
+// statement cannot see it. Every write must change only derived fields,
+// add or remove no studentStatus key, and store its numbers as Back-End
+// does (int32 when they fit). `make test-mql` runs it.
 func TestMQLDerivedValues(t *testing.T) {
 	skipWithoutMingo(t)
 	ctx := context.Background()
