@@ -32,6 +32,13 @@ func TestMQLAgainstMingo(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := mqlCases(t)
+	// MATERIALIZER_TEST_MQL_NATIVE=\$min,compare runs mingo's own operators
+	// for those replacements (tools/mql/harness.js): what each changes.
+	if v := os.Getenv("MATERIALIZER_TEST_MQL_NATIVE"); v != "" {
+		for i := range cases {
+			cases[i].native = strings.Split(v, ",")
+		}
+	}
 	// MATERIALIZER_TEST_MQL_DIR keeps the cases and mingo's results there
 	// (node tools/mql/harness.js cases.jsonl out.jsonl reruns them).
 	dir := os.Getenv("MATERIALIZER_TEST_MQL_DIR")
