@@ -100,6 +100,9 @@ type mingoServer struct {
 	colls   map[string][]bson.D
 	clock   uint32
 	onWrite func(coll string, before, after []bson.D)
+	// beforeUpdate, when set, runs before each update statement (q its
+	// filter, u its update), as a concurrent writer would.
+	beforeUpdate func(coll string, q bson.D, u any)
 	// answered counts the commands answered by name and collection
 	// ("aggregate submission"), and the pipeline-form update statements
 	// ("update homework (pipeline statements)").
@@ -209,6 +212,9 @@ func (s *mingoServer) answer(cmd bson.D, seqs map[string][]bson.D) bson.D {
 				s.answered["update "+coll+" (pipeline statements)"]++
 			}
 			q, _ := lookupD(st, "q").(bson.D)
+			if s.beforeUpdate != nil {
+				s.beforeUpdate(coll, q, lookupD(st, "u"))
+			}
 			before := s.colls[coll]
 			res, err := s.run(mqlCase{name: "update " + coll, kind: "update", docs: before, filter: q,
 				update: lookupD(st, "u"), upsert: upsert, now: time.Unix(int64(at.T), 0)})
