@@ -23,6 +23,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/mnet"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/xoptions"
+
+	"github.com/normal-oj/noj-materializer/materialize"
 )
 
 // skipWithoutMingo skips the tests that run mingo unless `make test-mql`
@@ -111,6 +113,9 @@ type mingoServer struct {
 	// as a result over 16 MB would be, BSONObjectTooLarge, so Read
 	// falls back to ReadSeparately: the DB methods of each part.
 	refuseRead bool
+	// failWrites is how many more update commands on a derived
+	// collection (user, homework) fail, MaxTimeMSExpired, unapplied.
+	failWrites int
 }
 
 // connectMingo returns a DB whose every command srv answers.
@@ -200,6 +205,12 @@ func (s *mingoServer) answer(cmd bson.D, seqs map[string][]bson.D) bson.D {
 		}
 		return cursor(coll, res.docs)
 	case "update":
+		if s.failWrites > 0 && (coll == materialize.CollUser || coll == materialize.CollHomework) {
+			s.failWrites--
+			s.answered["update "+coll+" (failed)"]++
+			return bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "operation exceeded time limit"},
+				{Key: "code", Value: int32(codeMaxTimeMSExpired)}, {Key: "codeName", Value: "MaxTimeMSExpired"}}
+		}
 		var n, modified int
 		var upserted bson.A
 		var writeErrors bson.A
