@@ -232,7 +232,7 @@ function bsonCompare(a, b) {
 }
 
 // isTypedNumber: an update's own values keep their BSON number type
-// (typedUpdate), so what a write stores can be checked.
+// (writtenValues), so what a write stores can be checked.
 function isTypedNumber(v) {
   return v instanceof Int32 || v instanceof Double || (v instanceof Long && !(v instanceof Timestamp));
 }
