@@ -73,13 +73,14 @@ test: ## Unit, vector and simulation tests, alert-rule tests with promtool (inte
 	@[ -n "$${MATERIALIZER_TEST_REDIS_ADDR:-}" ] || command -v redis-server >/dev/null 2>&1 || echo "redis-server not on PATH: the Redis cache tests will skip (apt-get install --no-install-recommends redis-server, or set MATERIALIZER_TEST_REDIS_ADDR=host:port)"
 	GOGC=$(TEST_GOGC) MATERIALIZER_TEST_REQUIRE_PROMTOOL=$(REQUIRE_PROMTOOL) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
 
-# The independent engine: every pipeline, filter and update the adapter sends,
-# run with mongodb/'s evaluator and with mingo (tools/mql, pinned in its
-# package-lock.json; needs Node.js >= 20.19 and npm). See docs/testing.md.
+# The independent engine: the daemon over mingo (tools/mql, pinned in its
+# package-lock.json; needs Node.js >= 20.19 and npm), its derived values
+# against internal/reference; every statement with mongodb/'s evaluator and
+# with mingo. See docs/testing.md.
 MQL_DIR     := tools/mql
 
-test-mql: $(MQL_DIR)/node_modules/.package-lock.json ## Compare the adapter's pipelines, filters and updates under our evaluator and mingo (Node.js, npm)
-	MATERIALIZER_TEST_MQL=1 $(GO) test -count=1 -run '^TestMQLAgainstMingo$$' -v ./mongodb/
+test-mql: $(MQL_DIR)/node_modules/.package-lock.json ## The adapter's statements under mingo: derived values vs the reference, and vs our evaluator (Node.js, npm)
+	MATERIALIZER_TEST_MQL=1 $(GO) test -count=1 -run '^TestMQL' -v ./mongodb/
 
 # npm ci (the versions package-lock.json pins) when the lock is newer than
 # the installed tree; npm writes node_modules/.package-lock.json.

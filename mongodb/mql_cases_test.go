@@ -601,7 +601,7 @@ func mqlLeaseCases() []mqlCase {
 		lf, lp := stateRead(fieldLease)
 		cf, cpj := stateRead(fieldCheckpoint)
 		cases = append(cases,
-			mqlCase{name: name("acquire"), builder: "acquireWrite", kind: "update", docs: docs, filter: af, update: au, upsert: true, now: now},
+			mqlCase{name: name("acquire"), builder: "acquireWrite", kind: "update", docs: docs, filter: af, update: au, upsert: true, now: now, computedNumbers: true},
 			mqlCase{name: name("renew"), builder: "renewWrite", kind: "update", docs: docs, filter: nf, update: nu, now: now},
 			mqlCase{name: name("release"), builder: "releaseWrite", kind: "update", docs: docs, filter: rf, update: ru, now: now},
 			mqlCase{name: name("save checkpoint"), builder: "saveCheckpointWrite", kind: "update", docs: docs, filter: sf, update: su, upsert: upsert, now: now},

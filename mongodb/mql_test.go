@@ -21,18 +21,24 @@ import (
 // shaped as MongoDB 4.4-8.0 store and emit them, with this package's
 // evaluator and with mingo (tools/mql/harness.js, an independent
 // implementation of the query language), and fails on any value that
-// differs, field by field. Number types are not compared (mingo has one
-// number type): the evaluator's own tests check them. `make test-mql`
+// differs, field by field. Numbers compare by value, and by type too in
+// what an update leaves (mingo has one number type; the harness keeps
+// the types an update writes and its inputs had). `make test-mql`
 // runs it (MATERIALIZER_TEST_MQL=1, after npm ci in tools/mql).
 func TestMQLAgainstMingo(t *testing.T) {
-	if os.Getenv("MATERIALIZER_TEST_MQL") == "" {
-		t.Skip("set MATERIALIZER_TEST_MQL=1 to compare with mingo (make test-mql: needs Node.js 20 and npm ci in tools/mql)")
-	}
+	skipWithoutMingo(t)
 	harness, err := filepath.Abs(filepath.Join("..", "tools", "mql", "harness.js"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := mqlCases(t)
+	// MATERIALIZER_TEST_MQL_NATIVE=\$min,compare runs mingo's own operators
+	// for those replacements (tools/mql/harness.js): what each changes.
+	if v := os.Getenv("MATERIALIZER_TEST_MQL_NATIVE"); v != "" {
+		for i := range cases {
+			cases[i].native = strings.Split(v, ",")
+		}
+	}
 	// MATERIALIZER_TEST_MQL_DIR keeps the cases and mingo's results there
 	// (node tools/mql/harness.js cases.jsonl out.jsonl reruns them).
 	dir := os.Getenv("MATERIALIZER_TEST_MQL_DIR")
@@ -90,6 +96,12 @@ type mqlCase struct {
 	update  any
 	upsert  bool
 	now     time.Time
+	// native names the harness's replacements of mingo operators to
+	// turn off (mql_probe_test.go).
+	native []string
+	// computedNumbers: the update writes a number an operator computes
+	// ($add), which mingo types by value: compared by value only.
+	computedNumbers bool
 	// unordered: the server does not define the order of the results
 	// ($group's output): both sides are sorted before the comparison.
 	unordered bool
@@ -138,6 +150,9 @@ func (c *mqlCase) doc() bson.D {
 	if c.update != nil {
 		d = append(d, bson.E{Key: "update", Value: c.update}, bson.E{Key: "upsert", Value: c.upsert},
 			bson.E{Key: "now", Value: bson.NewDateTimeFromTime(c.now)})
+	}
+	if c.native != nil {
+		d = append(d, bson.E{Key: "native", Value: c.native})
 	}
 	return norm(d).(bson.D)
 }
@@ -200,30 +215,39 @@ func readMingoResults(t *testing.T, path string) []mqlResult {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
-		var d bson.D
-		if err := bson.UnmarshalExtJSON(sc.Bytes(), true, &d); err != nil {
-			t.Fatalf("mingo result %.200s: %v", sc.Text(), err)
+		r, err := parseMingoResult(sc.Bytes())
+		if err != nil {
+			t.Fatal(err)
 		}
-		var r mqlResult
-		if e, ok := lookupD(d, "error").(string); ok {
-			r.err = e
-		}
-		if docs, ok := lookupD(d, "docs").(bson.A); ok {
-			r.docs = []bson.D{}
-			for _, x := range docs {
-				r.docs = append(r.docs, x.(bson.D))
-			}
-		}
-		if n, ok := number(lookupD(d, "matched")); ok {
-			r.matched = int(n)
-		}
-		r.dupKey, _ = lookupD(d, "dupKey").(bool)
 		out = append(out, r)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// parseMingoResult decodes one line of the harness's output.
+func parseMingoResult(line []byte) (mqlResult, error) {
+	var d bson.D
+	if err := bson.UnmarshalExtJSON(line, true, &d); err != nil {
+		return mqlResult{}, fmt.Errorf("mingo result %.200s: %w", line, err)
+	}
+	var r mqlResult
+	if e, ok := lookupD(d, "error").(string); ok {
+		r.err = e
+	}
+	if docs, ok := lookupD(d, "docs").(bson.A); ok {
+		r.docs = []bson.D{}
+		for _, x := range docs {
+			r.docs = append(r.docs, x.(bson.D))
+		}
+	}
+	if n, ok := number(lookupD(d, "matched")); ok {
+		r.matched = int(n)
+	}
+	r.dupKey, _ = lookupD(d, "dupKey").(bool)
+	return r, nil
 }
 
 // compare returns the differences between our result and mingo's.
@@ -244,8 +268,32 @@ func (c *mqlCase) compare(ours, theirs mqlResult) []string {
 	}
 	for i := range a {
 		mqlDiff(fmt.Sprintf("[%d]", i), a[i], b[i], &out)
+		if c.kind == "update" && !c.computedNumbers && len(out) == 0 {
+			mqlTypeDiff(fmt.Sprintf("[%d]", i), a[i], b[i], &out)
+		}
 	}
 	return out
+}
+
+// mqlTypeDiff appends the values of equal documents whose BSON types
+// differ: an update's result, whose written values the harness keeps
+// typed and whose others it gives their input's type, so what a write
+// stores is compared type and all.
+func mqlTypeDiff(path string, a, b any, out *[]string) {
+	switch x := a.(type) {
+	case bson.D:
+		for _, e := range x {
+			mqlTypeDiff(path+"."+e.Key, e.Value, lookupD(b.(bson.D), e.Key), out)
+		}
+	case bson.A:
+		for i := range x {
+			mqlTypeDiff(fmt.Sprintf("%s[%d]", path, i), x[i], b.(bson.A)[i], out)
+		}
+	default:
+		if fmt.Sprintf("%T", a) != fmt.Sprintf("%T", b) {
+			*out = append(*out, fmt.Sprintf("%s: ours %s (%T), mingo %s (%T)", path, show(a), a, show(b), b))
+		}
+	}
 }
 
 func (c *mqlCase) prepare(docs []bson.D) []bson.D {

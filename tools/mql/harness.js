@@ -5,11 +5,12 @@
 // Extended JSON, for the Go test to compare with its own evaluator.
 //
 //   node harness.js cases.jsonl results.jsonl
+//   node harness.js --serve   (a case a line on stdin, its result on stdout)
 //
 // A case is {name, kind: "aggregate" | "find" | "update", docs: [...],
 // colls: {name: [...]}, pipeline, filter, projection, sort, update,
-// upsert, now}; a result {name, docs: [...], matched, dupKey} or {name,
-// error}.
+// upsert, now, native}; a result {name, docs: [...], matched, dupKey}
+// or {name, error}.
 //
 // The adapter: where mingo lacks something the server has, and only there.
 //  - Numbers. mingo has one number type; the server has int, long and
@@ -24,7 +25,6 @@
 //    decides int/long/double by value.
 //  - $bsonSize: missing in mingo; the bson package's calculateObjectSize
 //    of the typed value.
-//  - $push: mingo pushes null for a missing value; the server skips it.
 //  - Symbols are strings (the server compares a symbol as the string);
 //    $type still says "symbol" through the twin.
 //  - $$NOW: replaced by {$literal: now} in the statement, the one value the
@@ -35,11 +35,11 @@
 //    runs on the seed.
 //  - Where mingo differs from the server (each found by make test-mql and
 //    checked against the server's source or docs), the operator is
-//    replaced: documents compare field by field in stored order in $sort
-//    and $min (bsonCompare); $sort compares the whole key, missing equal
-//    to null (sortStage); $lt/$lte/$gt/$gte order values of different
-//    types (exprCompare); $exists traverses paths as the server does
-//    (existsQuery); $addToSet follows AddToSetNode (addToSet).
+//    replaced: see replacements, each with the mingo behaviour it works
+//    around and a probe in mongodb/mql_probe_test.go that fails once
+//    mingo gets it right.
+//  - Types out: an update's own values keep their BSON type; other
+//    values take their input's (writtenValues, retype).
 //  - Output: a missing field is left out (EJSON.stringify would write
 //    null).
 "use strict";
@@ -228,14 +228,25 @@ function bsonCompare(a, b) {
     }
     return Math.sign(a.length - b.length);
   }
-  return Math.sign(compare(a, b));
+  return Math.sign(compare(unbox(a), unbox(b)));
+}
+
+// isTypedNumber: an update's own values keep their BSON number type
+// (writtenValues), so what a write stores can be checked.
+function isTypedNumber(v) {
+  return v instanceof Int32 || v instanceof Double || (v instanceof Long && !(v instanceof Timestamp));
+}
+
+function unbox(v) {
+  if (v instanceof Long && !(v instanceof Timestamp)) return v.toNumber();
+  return isTypedNumber(v) ? v.valueOf() : v;
 }
 
 // typeRank is the server's canonical type order (bsontypes.h
 // canonicalizeBSONType) for the types the cases hold.
 function typeRank(v) {
   if (v === undefined || v === null) return 5;
-  if (typeof v === "number") return 10;
+  if (typeof v === "number" || isTypedNumber(v)) return 10;
   if (typeof v === "string") return 15;
   if (Array.isArray(v)) return 25;
   if (isPlainObject(v)) return 20;
@@ -364,7 +375,7 @@ function addToSet(doc, spec) {
 // applyUpdate runs an update on docs[0..] matching filter (the first),
 // $addToSet by the adapter, everything else by mingo.
 function applyUpdate(docs, filter, update, options) {
-  if (isPlainObject(update) && update.$addToSet) {
+  if (isPlainObject(update) && update.$addToSet && !options.native.includes("$addToSet")) {
     const { $addToSet, ...rest } = update;
     const q = new Query(filter, options);
     const i = docs.findIndex((d) => q.test(d));
@@ -376,21 +387,55 @@ function applyUpdate(docs, filter, update, options) {
   return updateOne(docs, filter, update, {}, options).matchedCount;
 }
 
-function context() {
-  return Context.init({
-    accumulator: { ...accumulatorOperators, $push: pushSkippingMissing, $min: minAccumulator },
+// replacements are the operators the harness runs instead of mingo's,
+// each named for TestMQLReplacementsStillDiffer (mongodb/mql_probe_test.go):
+// a case's native list turns them off, and that test fails once mingo's
+// own operator agrees with the server, so the replacement can go. The
+// mingo behaviour each works around (mingo 7.2.7, the newest):
+//  - compare: $lt/$lte/$gt/$gte apply a query's type bracketing, so
+//    {$lte: [<missing>, <date>]} and {$gt: ["a", 5]} are false (exprCompare);
+//  - $sort: sorts by one field at a time, grouping the documents by its
+//    value, so values that differ but compare equal (["b"] and "b") are
+//    never ordered by the next field; the server compares the whole key
+//    (sortStage); documents by sorted field names (bsonCompare);
+//  - $min: compares documents by sorted field names, not in stored order;
+//  - $push: pushes null for a missing value and for $$REMOVE;
+//  - $exists: a path ending in a number indexes into the values reached
+//    ({"a.b.2": {$exists: true}} matches {a: [{b: {"1": 0}}]});
+//  - $addToSet: ignores documents' field order, does not deduplicate
+//    $each into a missing field, adds nothing to an array already holding
+//    two equal elements;
+//  - $type: says "objectid", "bsonsymbol" and types numbers by value
+//    (with $bsonSize and $objectToArray: numbers keep their BSON type).
+const replacements = {
+  compare: {
     expression: {
-      ...expressionOperators,
-      ...adapter,
       $lt: comparison((c) => c < 0),
       $lte: comparison((c) => c <= 0),
       $gt: comparison((c) => c > 0),
       $gte: comparison((c) => c >= 0),
     },
-    pipeline: { ...pipelineOperators, $sort: sortStage },
+  },
+  $sort: { pipeline: { $sort: sortStage } },
+  $min: { accumulator: { $min: minAccumulator } },
+  $push: { accumulator: { $push: pushSkippingMissing } },
+  $exists: { query: { $exists: existsQuery } },
+  $type: { expression: adapter },
+};
+
+function context(native) {
+  const ops = {
+    accumulator: { ...accumulatorOperators },
+    expression: { ...expressionOperators },
+    pipeline: { ...pipelineOperators },
     projection: { ...projectionOperators },
-    query: { ...queryOperators, $exists: existsQuery },
-  });
+    query: { ...queryOperators },
+  };
+  for (const name of Object.keys(replacements)) {
+    if (native && native.includes(name)) continue;
+    for (const kind of Object.keys(replacements[name])) Object.assign(ops[kind], replacements[name][kind]);
+  }
+  return Context.init(ops);
 }
 
 // pushSkippingMissing is $push as the server runs it: a missing value is
@@ -442,9 +487,13 @@ function sameId(a, b) {
   return bsonCompare(a, b) === 0;
 }
 
-function run(c) {
+// run runs case c (its numbers plain); typedUpdate is its update with
+// the values it writes still typed.
+function run(c, typedUpdate) {
+  const native = c.native || [];
   const options = {
-    context: context(),
+    native,
+    context: context(native),
     collectionResolver: (name) => (c.colls && c.colls[name] ? c.colls[name] : []),
   };
   const docs = c.docs || [];
@@ -455,12 +504,12 @@ function run(c) {
       if (!c.sort) return { docs: new Query(c.filter, options).find(docs, c.projection).all() };
       // filter, sort (the adapter's), then project
       const matched = new Query(c.filter, options).find(docs).all();
-      const sorted = sortStage(Lazy(matched), c.sort, options).collect();
+      const sorted = new Aggregator([{ $sort: c.sort }], options).run(matched);
       return { docs: new Query({}, options).find(sorted, c.projection).all() };
     }
     case "update": {
       const filter = bindNow(c.filter, c.now);
-      const update = bindNow(c.update, c.now);
+      const update = bindNow(typedUpdate === undefined ? c.update : typedUpdate, c.now);
       const matched = applyUpdate(docs, filter, update, options);
       if (matched > 0 || !c.upsert) return { docs, matched, dupKey: false };
       const seed = upsertSeed(filter);
@@ -487,23 +536,98 @@ function dropMissing(v) {
   return v;
 }
 
-function main() {
-  const [input, output] = process.argv.slice(2);
-  const lines = fs.readFileSync(input, "utf8").split("\n").filter((l) => l.length > 0);
-  const out = [];
-  for (const line of lines) {
-    const typedCase = EJSON.parse(line, { relaxed: false });
-    twins = new WeakMap();
-    const c = toPlain(typedCase);
-    let res;
-    try {
-      res = run(c);
-    } catch (e) {
-      res = { error: String(e && e.message ? e.message : e) };
-    }
-    out.push(EJSON.stringify(dropMissing({ name: c.name, ...res }), { relaxed: false }));
+// writtenValues converts an update to what mingo computes on, except the
+// values it writes: those of $set and $addToSet in an update document,
+// and every $literal of a pipeline, keep their BSON number type, so the
+// documents an update leaves show the types it wrote.
+function writtenValues(u, native) {
+  if (Array.isArray(u)) return u.map(keepLiterals);
+  if (!isPlainObject(u)) return toPlain(u);
+  const out = {};
+  for (const op of Object.keys(u)) {
+    // mingo's own $addToSet compares plain values only
+    const typed = op === "$set" || (op === "$addToSet" && !native.includes("$addToSet"));
+    out[op] = typed ? u[op] : toPlain(u[op]);
   }
-  fs.writeFileSync(output, out.join("\n") + "\n");
+  return out;
+}
+
+function keepLiterals(v) {
+  if (isPlainObject(v) && Object.keys(v).length === 1 && "$literal" in v) return v;
+  if (Array.isArray(v)) return v.map(keepLiterals);
+  if (isPlainObject(v)) {
+    const out = {};
+    for (const k of Object.keys(v)) out[k] = keepLiterals(v[k]);
+    return out;
+  }
+  return toPlain(v);
+}
+
+// retype gives a result the BSON types the server would keep: a typed
+// number as it is; a plain number or string as its input's twin (t, or
+// the twin of the object holding it) when the value is unchanged, else a
+// number by defaultNumber. An object without a twin (a projection's copy
+// of an input document) takes that of the input document of the same
+// _id holding all its fields (source).
+function retype(v, t, source) {
+  if (typeof v === "number") {
+    if (isTypedNumber(t) && unbox(t) === v) return t;
+    return defaultNumber(v);
+  }
+  if (typeof v === "string" && t instanceof BSONSymbol && t.valueOf() === v) return t;
+  if (Array.isArray(v)) {
+    const tw = twins.get(v) || (Array.isArray(t) ? t : undefined);
+    return v.map((x, i) => retype(x, tw && tw[i], source));
+  }
+  if (isPlainObject(v)) {
+    const tw = twins.get(v) || (isPlainObject(t) ? t : undefined) || source(v);
+    const out = {};
+    for (const k of Object.keys(v)) out[k] = retype(v[k], tw && tw[k], source);
+    return out;
+  }
+  return v;
+}
+
+// sourceOf returns the source function of retype over a case's inputs.
+function sourceOf(c) {
+  const inputs = (c.docs || []).concat(...Object.values(c.colls || {}));
+  return (v) => {
+    if (!("_id" in v)) return undefined;
+    const d = inputs.find((x) => isPlainObject(x) && sortCompare(x._id, v._id) === 0 && Object.keys(v).every((k) => k in x));
+    return d && twins.get(d);
+  };
+}
+
+// answer runs one line of input and returns one line of output.
+function answer(line) {
+  const typedCase = EJSON.parse(line, { relaxed: false });
+  twins = new WeakMap();
+  const c = toPlain(typedCase);
+  const source = sourceOf(c); // the inputs before an update replaces them
+  let res;
+  try {
+    res = run(c, typedCase.update === undefined ? undefined : writtenValues(typedCase.update, c.native || []));
+    if (res.docs) res.docs = res.docs.map((d) => retype(d, undefined, source));
+  } catch (e) {
+    res = { error: String(e && e.message ? e.message : e) };
+  }
+  return EJSON.stringify(dropMissing({ name: c.name, ...res }), { relaxed: false });
+}
+
+// main: `harness.js in out` answers a file of cases; `harness.js
+// --serve` answers stdin line by line, one line each, as they come.
+function main() {
+  const args = process.argv.slice(2);
+  if (args[0] === "--serve") {
+    const rl = require("readline").createInterface({ input: process.stdin, crlfDelay: Infinity });
+    rl.on("line", (line) => {
+      if (line.length > 0) process.stdout.write(answer(line) + "\n");
+    });
+    return;
+  }
+  const [input, output] = args;
+  const lines = fs.readFileSync(input, "utf8").split("\n").filter((l) => l.length > 0);
+  fs.writeFileSync(output, lines.map(answer).join("\n") + "\n");
 }
 
 if (require.main === module) main();
