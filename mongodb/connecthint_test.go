@@ -100,7 +100,7 @@ func TestConnectHintRealDriver(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.uri, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			db, err := Open(ctx, Config{URI: c.uri})
 			if err == nil {

@@ -231,7 +231,9 @@ func TestIntegrationCloseBounded(t *testing.T) {
 	defer admin.RunCommand(context.Background(), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}})
 	start := time.Now()
 	_ = st.Close(context.WithoutCancel(ctx))
-	if took := time.Since(start); took > closeTimeout+2*time.Second {
+	// The close bound, not the 60 s block: a bound far from both holds
+	// on a loaded machine.
+	if took := time.Since(start); took > closeTimeout+25*time.Second {
 		t.Errorf("Close took %s with killCursors blocked, want at most about %s", took, closeTimeout)
 	}
 }

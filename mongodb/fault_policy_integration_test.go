@@ -163,7 +163,7 @@ func TestIntegrationFaultCloseBounded(t *testing.T) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(runCtx) }()
-	for deadline := time.Now().Add(30 * time.Second); testutil.ToFloat64(eng.Metrics.StreamOpen) != 1; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); testutil.ToFloat64(eng.Metrics.StreamOpen) != 1; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the stream did not open")
 		}
@@ -175,10 +175,12 @@ func TestIntegrationFaultCloseBounded(t *testing.T) {
 		if err != nil {
 			t.Errorf("Run after shutdown = %v", err)
 		}
-		if took := time.Since(start); took > 10*time.Second {
+		// The 5 s close bound, not the 60 s block: a bound far from
+		// both holds on a loaded machine.
+		if took := time.Since(start); took > 30*time.Second {
 			t.Errorf("shutdown took %s behind a blocked killCursors, want the 5 s close bound", took)
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not return within 15 s of shutdown: the close is not bounded")
+	case <-time.After(45 * time.Second):
+		t.Fatal("Run did not return within 45 s of shutdown: the close is not bounded")
 	}
 }

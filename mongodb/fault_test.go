@@ -3,6 +3,7 @@ package mongodb
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -475,14 +476,18 @@ func TestEnsureIndexesCommitQuorumMajority(t *testing.T) {
 // reported every report interval with how long it has waited, then no
 // more once it returned.
 func TestEnsureIndexesReportsWaiting(t *testing.T) {
-	f := &fakeIndexes{specs: map[string][]bson.Raw{}, block: true}
+	reported := make(chan struct{})
+	// The builds return once one was reported waiting (a minute at most).
+	f := &fakeIndexes{specs: map[string][]bson.Raw{}, block: true, release: reported}
 	var mu sync.Mutex
 	var waits []time.Duration
+	var once sync.Once
 	err := ensureIndexes(context.Background(), f, func(ix IndexBuild) {
 		mu.Lock()
 		defer mu.Unlock()
 		if ix.Waiting > 0 {
 			waits = append(waits, ix.Waiting)
+			once.Do(func() { close(reported) })
 		}
 	}, 20*time.Millisecond)
 	if err != nil {
@@ -492,12 +497,29 @@ func TestEnsureIndexesReportsWaiting(t *testing.T) {
 	n := len(waits)
 	mu.Unlock()
 	if n == 0 {
-		t.Fatal("a build blocked for 300 ms was never reported as waiting")
+		t.Fatal("a build blocked for a minute was never reported as waiting")
 	}
-	time.Sleep(60 * time.Millisecond)
+	// No report can follow once no reporter is left running.
+	for deadline := time.Now().Add(time.Minute); reporters() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reporters still running a minute after the builds returned", reporters())
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(waits) != n {
 		t.Errorf("reports continued after the builds returned: %d then %d", n, len(waits))
+	}
+}
+
+// reporters counts the goroutines of reportWaiting running.
+func reporters() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "mongodb.reportWaiting.func")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }

@@ -17,12 +17,13 @@ import (
 
 // fakeIndexes is an indexAdmin over in-memory index lists. create records
 // whether its context had a deadline (which the driver would send as
-// maxTimeMS) and can block until its context ends.
+// maxTimeMS) and can block until its context ends or release is closed.
 type fakeIndexes struct {
 	specs   map[string][]bson.Raw
 	calls   []string // "list coll" / "create coll name"
 	created []createCall
 	block   bool
+	release <-chan struct{}
 	// refuse, when set, is the server's answer to a create it does not
 	// build (nil: "all indexes already exist", ok); unset, it builds.
 	refuse *error
@@ -47,7 +48,8 @@ func (f *fakeIndexes) create(ctx context.Context, coll string, m mongo.IndexMode
 	if f.block {
 		select {
 		case <-ctx.Done():
-		case <-time.After(300 * time.Millisecond):
+		case <-f.release:
+		case <-time.After(time.Minute): // a hang
 		}
 		c.err = ctx.Err()
 	}
@@ -132,7 +134,8 @@ func TestEnsureIndexesListsFirstAndBuildsWithoutDeadline(t *testing.T) {
 func TestEnsureIndexesDeadlinePassesBuildContinues(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	f := &fakeIndexes{specs: map[string][]bson.Raw{}, block: true}
+	// Each build returns once the caller's deadline has passed.
+	f := &fakeIndexes{specs: map[string][]bson.Raw{}, block: true, release: ctx.Done()}
 	if err := ensureIndexes(ctx, f, nil, 0); err != nil {
 		t.Fatalf("builds outlasting the start-up deadline failed: %v", err)
 	}

@@ -274,7 +274,7 @@ func TestStreamOptions(t *testing.T) {
 // port 1) with credentials: the error names the redacted URI and holds no
 // password.
 func TestOpenErrorRedacted(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	uri := "mongodb://materializer:Sup3rSecret@127.0.0.1:1/?serverSelectionTimeoutMS=300&connectTimeoutMS=300"
 	db, err := Open(ctx, Config{URI: uri})

@@ -49,7 +49,7 @@ func TestNextCancelledKillsCursor(t *testing.T) {
 				select {
 				case <-opCtx.Done():
 				case <-returned:
-				case <-time.After(10 * time.Second):
+				case <-time.After(time.Minute): // a hang
 				}
 			}
 		},
@@ -131,7 +131,7 @@ func TestNextCancelledMidResume(t *testing.T) {
 				select {
 				case <-opCtx.Done():
 				case <-returned:
-				case <-time.After(10 * time.Second):
+				case <-time.After(time.Minute): // a hang
 				}
 			}
 		},

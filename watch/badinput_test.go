@@ -423,7 +423,7 @@ func biEngine(st *memstore.Store) (*watch.Engine, *watch.Metrics) {
 // become quiet in time (a loop).
 func biDrain(t *testing.T, eng *watch.Engine) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	defer cancel()
 	if err := eng.Drain(ctx); err != nil {
 		t.Fatalf("drain: %v", err)
@@ -964,7 +964,7 @@ func TestBadInputDuplicateStudentKey(t *testing.T) {
 			panicked := func() (p any) {
 				defer func() { p = recover() }()
 				eng, _ := biEngine(st)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), hang)
 				defer cancel()
 				if err := eng.Drain(ctx); err != nil {
 					t.Errorf("drain: %v", err)

@@ -34,9 +34,9 @@ func TestCheckpointOnExitUnderTheGuard(t *testing.T) {
 			cps := &lockedCheckpoints{Store: f.st}
 			var refusing atomic.Bool
 			var refused atomic.Int64
-			eng := &watch.Engine{Store: f.st, Feed: f.st, Checkpoints: cps, Log: zerolog.Nop(), Now: clk.Now,
-				Sleep:  func(ctx context.Context, d time.Duration) { time.Sleep(50 * time.Microsecond) },
-				Config: watch.Config{IdlePause: time.Millisecond}}
+			feed := newIdleFeed(f.st)
+			eng := &watch.Engine{Store: f.st, Feed: feed, Checkpoints: cps, Log: zerolog.Nop(), Now: clk.Now,
+				Sleep: feed.sleep, Config: watch.Config{IdlePause: time.Millisecond}}
 			eng.WriteGuard = func(context.Context) (time.Time, error) {
 				if refusing.Load() && (c.refusals < 0 || refused.Load() < c.refusals) {
 					refused.Add(1)
@@ -57,7 +57,7 @@ func TestCheckpointOnExitUnderTheGuard(t *testing.T) {
 			b := f.submit(t, f.end.Add(-2*time.Hour))
 			f.land(t, b, 1, 40)
 			eventually(t, "the second landing written", judged(2)) // within the spacing: not saved
-			time.Sleep(20 * time.Millisecond)
+			feed.waitIdle(t, "the second landing's echoes processed")
 			if n := len(cps.list()); n != 1 {
 				t.Fatalf("%d checkpoints before the refusal, want 1", n)
 			}
@@ -68,7 +68,7 @@ func TestCheckpointOnExitUnderTheGuard(t *testing.T) {
 			var err error
 			select {
 			case err = <-done:
-			case <-time.After(10 * time.Second):
+			case <-time.After(hang):
 				t.Fatal("Run did not stop after the write guard refused")
 			}
 			var fault *watch.Fault

@@ -53,9 +53,9 @@ func TestCheckpointCadence(t *testing.T) {
 	drain(t, f.st)
 	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	cps := &lockedCheckpoints{Store: f.st}
-	eng := &watch.Engine{Store: f.st, Feed: f.st, Checkpoints: cps, Log: zerolog.Nop(), Now: clk.Now,
-		Sleep:  func(ctx context.Context, d time.Duration) { time.Sleep(50 * time.Microsecond) },
-		Config: watch.Config{IdlePause: time.Millisecond}}
+	feed := newIdleFeed(f.st)
+	eng := &watch.Engine{Store: f.st, Feed: feed, Checkpoints: cps, Log: zerolog.Nop(), Now: clk.Now,
+		Sleep: feed.sleep, Config: watch.Config{IdlePause: time.Millisecond}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -73,12 +73,16 @@ func TestCheckpointCadence(t *testing.T) {
 		f.land(t, id, 1, 40)
 		eventually(t, "a landing written", judged(int64(i+2)))
 	}
-	time.Sleep(20 * time.Millisecond) // time for the echo batches to pass
+	feed.waitIdle(t, "the echo batches processed")
 	if n := len(cps.list()); n != 1 {
 		t.Fatalf("%d checkpoints saved after 4 landings within the spacing, want 1 (the stream's first batch)", n)
 	}
 	clk.Add(2 * time.Second)
-	eventually(t, "a save once the spacing elapsed", func() bool { return len(cps.list()) == 2 })
+	eventually(t, "a save once the spacing elapsed", func() bool { return len(cps.list()) >= 2 })
+	feed.waitIdle(t, "the quiet poll's save")
+	if n := len(cps.list()); n != 2 {
+		t.Fatalf("%d checkpoints saved once the spacing elapsed, want 2", n)
+	}
 	// At the quiet stream's postBatchResumeToken, or at the last event of
 	// the echo batch that waited for the spacing: either way past every
 	// event so far.
@@ -88,7 +92,7 @@ func TestCheckpointCadence(t *testing.T) {
 	e := f.submit(t, f.end.Add(-10*time.Hour))
 	f.land(t, e, 0, 100)
 	eventually(t, "the last landing written", judged(5))
-	time.Sleep(20 * time.Millisecond)
+	feed.waitIdle(t, "the last echoes processed")
 	if n := len(cps.list()); n != 2 {
 		t.Fatalf("%d checkpoints saved, want 2 before the shutdown", n)
 	}
@@ -223,9 +227,9 @@ func TestEchoesShareTheNextBatch(t *testing.T) {
 	drain(t, f.st)
 	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	m := watch.NewMetrics(nil)
-	eng := &watch.Engine{Store: unknownTime{f.st}, Feed: f.st, Checkpoints: f.st, Log: zerolog.Nop(), Now: clk.Now, Metrics: m,
-		Sleep:  func(ctx context.Context, d time.Duration) { time.Sleep(50 * time.Microsecond) },
-		Config: watch.Config{IdlePause: time.Millisecond}}
+	feed := newIdleFeed(f.st)
+	eng := &watch.Engine{Store: unknownTime{f.st}, Feed: feed, Checkpoints: f.st, Log: zerolog.Nop(), Now: clk.Now, Metrics: m,
+		Sleep: feed.sleep, Config: watch.Config{IdlePause: time.Millisecond}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -239,15 +243,19 @@ func TestEchoesShareTheNextBatch(t *testing.T) {
 	}
 	land(f.end.Add(-time.Hour), 0, 100)
 	eventually(t, "the first landing written", judged(1))
-	time.Sleep(20 * time.Millisecond) // the first landing's echoes arrive
+	feed.waitIdle(t, "the first landing's echoes waiting")
 	land(f.end.Add(-2*time.Hour), 1, 40)
 	eventually(t, "the second landing written", judged(2))
-	time.Sleep(20 * time.Millisecond)
+	feed.waitIdle(t, "the second landing's echoes waiting")
 	if n := testutil.ToFloat64(m.Batches); n != 2 {
 		t.Errorf("%v batches for two landings, want 2: the first landing's echoes share the second's batch", n)
 	}
 	clk.Add(time.Second) // the second landing's echoes wait no longer
-	eventually(t, "the last echoes processed", func() bool { return testutil.ToFloat64(m.Batches) == 3 })
+	eventually(t, "the last echoes processed", func() bool { return testutil.ToFloat64(m.Batches) >= 3 })
+	feed.waitIdle(t, "nothing left to process")
+	if n := testutil.ToFloat64(m.Batches); n != 3 {
+		t.Errorf("%v batches once the wait passed, want 3: the second landing's echoes alone", n)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

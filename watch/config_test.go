@@ -109,7 +109,7 @@ func TestHistoryLostStreamsOn(t *testing.T) {
 	go func() { done <- eng.Run(ctx) }()
 	wait := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		for deadline := time.Now().Add(hang); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 			select {
 			case err := <-done:
 				t.Fatalf("Run returned (%v) while waiting for %s", err, what)

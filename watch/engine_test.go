@@ -284,14 +284,14 @@ func TestDeleteOfUnknownSubmissionRebuilds(t *testing.T) {
 	checkConverged(t, f.st, "after an unresolved delete")
 }
 
-// runUntil runs the engine until cond holds (polling) or 5 s pass.
+// runUntil runs the engine until cond holds (polling; hang at most).
 func runUntil(t *testing.T, eng *watch.Engine, cond func() bool) error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx) }()
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(hang)
 	for {
 		select {
 		case err := <-done:
@@ -299,7 +299,7 @@ func runUntil(t *testing.T, eng *watch.Engine, cond func() bool) error {
 		case <-deadline:
 			cancel()
 			<-done
-			t.Fatal("condition not reached in 5s")
+			t.Fatalf("condition not reached in %s", hang)
 		case <-time.After(5 * time.Millisecond):
 			if cond() {
 				cancel()

@@ -47,7 +47,7 @@ func (s *sleeps) list() []time.Duration {
 
 // runFor runs eng until cond holds (then cancels and returns Run's
 // result), Run returns by itself, or sl's limit of sleeps cancels it. It
-// fails the test after 10 s of real time.
+// fails the test after hang of real time.
 func runFor(t *testing.T, eng *watch.Engine, sl *sleeps, cond func() bool) error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -56,7 +56,7 @@ func runFor(t *testing.T, eng *watch.Engine, sl *sleeps, cond func() bool) error
 	eng.Sleep = sl.sleep
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx) }()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(hang)
 	for {
 		select {
 		case err := <-done:
@@ -64,7 +64,7 @@ func runFor(t *testing.T, eng *watch.Engine, sl *sleeps, cond func() bool) error
 		case <-deadline:
 			cancel()
 			<-done
-			t.Fatal("Run neither reached the condition nor returned in 10s")
+			t.Fatalf("Run neither reached the condition nor returned in %s", hang)
 		case <-time.After(2 * time.Millisecond):
 			if cond != nil && cond() {
 				cancel()

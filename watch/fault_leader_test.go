@@ -53,7 +53,7 @@ func TestLeaderUnauthorizedExits(t *testing.T) {
 					return &watch.Engine{Store: st, Feed: st, Checkpoints: st, Log: zerolog.Nop(),
 						Config: watch.Config{Epoch: epoch, Owner: "a", IdlePause: time.Millisecond}}
 				}}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), hang)
 			defer cancel()
 			err := l.Run(ctx)
 			if ctx.Err() != nil || !errors.Is(err, errLeaseDenied) {

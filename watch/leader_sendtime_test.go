@@ -98,7 +98,7 @@ func TestLeaderGuardWindowFromSendTime(t *testing.T) {
 				close(sl.release)
 				select {
 				case sent = <-sl.renewed:
-				case <-time.After(10 * time.Second):
+				case <-time.After(hang):
 					t.Fatal("no renewal")
 				}
 			}

@@ -106,11 +106,11 @@ const (
 	ldMargin = 20 * time.Millisecond
 )
 
-// eventually polls cond for up to ten seconds of real time (a loaded
-// machine can be slow; a passing test returns as soon as cond holds).
+// eventually polls cond for up to hang of real time (a loaded machine
+// can be slow; a passing test returns as soon as cond holds).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(hang); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if cond() {
 			return
 		}
@@ -148,7 +148,7 @@ func startTerm(t *testing.T, ctx context.Context, l *watch.Leader) (term, error)
 		return term{eng: eng, done: done}, nil
 	case err := <-done:
 		return term{}, err
-	case <-time.After(10 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("the job did not start")
 	}
 	return term{}, nil
@@ -238,7 +238,7 @@ func TestLeaderRenewsAndGuardsWrites(t *testing.T) {
 		if !errors.Is(err, watch.ErrLeaseExpiring) {
 			t.Fatalf("term ended with %v, want ErrLeaseExpiring", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("the term did not end after renewals failed for TTL-Margin")
 	}
 	if l, _, _ := st.Current(ctx); !l.Expires.Equal(renewed.Add(ldTTL)) {
@@ -294,7 +294,7 @@ func TestLeaderTakeoverAndEpochs(t *testing.T) {
 		if !errors.Is(err, watch.ErrLeaseExpiring) {
 			t.Fatalf("a's term ended with %v, want ErrLeaseExpiring", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("a's term did not stop")
 	}
 	g.setRefuse(false)
@@ -346,7 +346,7 @@ func TestLeaderTakeoverAndEpochs(t *testing.T) {
 		if !errors.Is(err, watch.ErrLeaseExpiring) {
 			t.Fatalf("a's term after its lease changed epoch: %v, want ErrLeaseExpiring", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("a renewed a lease of another epoch and kept its term (and its stale fencing token)")
 	}
 	ctx3, stop3 := context.WithCancel(ctx)
@@ -592,7 +592,7 @@ func TestLeaderRunLosesAndCampaigns(t *testing.T) {
 		if !errors.Is(err, errBrokenFeed) {
 			t.Errorf("Run with a broken feed: %v, want its error", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("Run did not return the engine's error")
 	}
 }
@@ -618,10 +618,10 @@ func (f *flakyLeases) Renew(ctx context.Context, owner string, epoch int64, ttl 
 	return f.Store.Renew(ctx, owner, epoch, ttl)
 }
 
-// waitGauge polls get until it returns want or a second passed.
+// waitGauge polls get until it returns want (or hang passed).
 func waitGauge(t *testing.T, what string, get func() float64, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(hang)
 	for get() != want {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s = %v, want %v", what, get(), want)
@@ -701,7 +701,7 @@ func TestLeaderReleasesLeaseOnFatalError(t *testing.T) {
 			return &watch.Engine{Store: st, Feed: fatalFeed{}, Checkpoints: st, Log: zerolog.Nop(),
 				Config: watch.Config{Epoch: epoch, Owner: "a"}}
 		}}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hang)
 	defer cancel()
 	if err := l.Run(ctx); err == nil {
 		t.Fatal("Run = nil, want the engine's fatal error")

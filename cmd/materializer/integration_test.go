@@ -1006,7 +1006,9 @@ func TestIntegrationSkipsFast(t *testing.T) {
 	if uri != "" {
 		t.Skip("a replica set is available")
 	}
-	if took := time.Since(start); took > 5*time.Second && strings.HasPrefix(mongoWhy, "no Docker engine") {
+	// The Docker probe's 2 s bound, not testcontainers' wait: a bound far
+	// from the first holds on a loaded machine.
+	if took := time.Since(start); took > 30*time.Second && strings.HasPrefix(mongoWhy, "no Docker engine") {
 		t.Errorf("finding no replica set took %s", took)
 	}
 	if !strings.Contains(noMongoSkip, "MATERIALIZER_TEST_MONGODB_URI") || mongoWhy == "" {

@@ -78,8 +78,8 @@ func TestRunMalformedUserDocument(t *testing.T) {
 					t.Fatal("Run: no error (the previous offline path reported the malformed document)")
 				}
 				t.Logf("Run: %v", err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("Run did not return within 10s")
+			case <-time.After(time.Minute):
+				t.Fatal("Run did not return within a minute")
 			}
 		})
 	}
