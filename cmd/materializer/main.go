@@ -71,6 +71,10 @@ type environment struct {
 	// progressEvery is how often rebuild and verify report progress
 	// (progressEvery, 5 s, when zero; tests shorten it).
 	progressEvery time.Duration
+	// output is the file or directory a command writes (rebuild --out,
+	// seed --out or --archive), set when it starts writing, so that an
+	// interruption can say its partial output was removed.
+	output string
 }
 
 func commands() []command {
@@ -214,11 +218,15 @@ func runMain(ctx context.Context, env *environment, args []string) int {
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
-		case c.name != "run" && errors.As(context.Cause(ctx), &ie):
-			// A one-shot command: no report, the work was not done, and
-			// what it wrote is removed. (run stops cleanly on a signal,
-			// exit 0; its errors keep their status.)
-			fmt.Fprintf(env.stderr, "materializer %s: %v; stopped (no report, partial output removed)\n", c.name, ie)
+		case c.name != "run" && errors.As(context.Cause(ctx), &ie) && !reported(err):
+			// A one-shot command cut short: no report, the work was not
+			// done, and what it wrote is removed. (run stops cleanly on a
+			// signal, exit 0; its errors keep their status.)
+			removed := ""
+			if env.output != "" {
+				removed = "; the partial output for " + env.output + " removed"
+			}
+			fmt.Fprintf(env.stderr, "materializer %s: %v; stopped (no report%s)\n", c.name, ie, removed)
 			return signalExit(ie.sig)
 		case errors.As(err, &ce):
 			say()
@@ -236,6 +244,13 @@ func runMain(ctx context.Context, env *environment, args []string) int {
 	fmt.Fprintf(env.stderr, "materializer: unknown command %q\n\n", args[0])
 	usage(env.stderr)
 	return exitConfig
+}
+
+// reported reports whether err is a verdict, returned only after the
+// command printed its whole report: it stands even when a signal came
+// after the report.
+func reported(err error) bool {
+	return errors.Is(err, errDrift) || errors.Is(err, errUnchecked)
 }
 
 func usage(w io.Writer) {

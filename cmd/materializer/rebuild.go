@@ -256,6 +256,7 @@ func outFlag(fs *flag.FlagSet, out, instead string) error {
 // runOffline verifies a dump (out empty) or writes its corrected copy: a
 // directory, or an archive in the same format (gzip or not).
 func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out string, maxDiffs int, quiet bool, what string) error {
+	env.output = out
 	if isArchive(dir) {
 		s, err := openArchive(ctx, env, dir, cfg.Database, out, quiet, what)
 		if err != nil {

@@ -160,6 +160,7 @@ func seedFiles(ctx context.Context, env *environment, p demo.Params, out, archiv
 	if archive != "" {
 		target = archive
 	}
+	env.output = target
 	prog := progress.New(textProgress(env, "seed", quiet), nil, env.every(), int64(p.Users+p.Problems+p.Homeworks+p.Submissions))
 	prog.Phase("writing " + target)
 	counts := make(map[string]int)
