@@ -350,10 +350,28 @@ func repeatedFlag(fs *flag.FlagSet, args []string) string {
 	return ""
 }
 
+// logLevel is the zerolog level of a MATERIALIZER_LOG_LEVEL value: lower
+// case, like every other variable's words. (zerolog.ParseLevel also takes
+// trace, fatal, panic, disabled and numbers: disabled would silence the
+// daemon's fatal error.)
+func logLevel(s string) (zerolog.Level, bool) {
+	switch s {
+	case "debug":
+		return zerolog.DebugLevel, true
+	case "info":
+		return zerolog.InfoLevel, true
+	case "warn":
+		return zerolog.WarnLevel, true
+	case "error":
+		return zerolog.ErrorLevel, true
+	}
+	return zerolog.Disabled, false
+}
+
 // newLogger builds the zerolog logger the configuration asks for.
 func newLogger(env *environment, c *Config) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(c.LogLevel)
-	if err != nil || c.LogLevel == "" {
+	lvl, ok := logLevel(c.LogLevel)
+	if !ok {
 		return zerolog.Nop(), &configError{fmt.Sprintf("%s_LOG_LEVEL must be debug, info, warn or error, got %q", envPrefix, c.LogLevel)}
 	}
 	var w io.Writer = env.stderr
