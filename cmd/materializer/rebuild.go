@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -222,6 +223,12 @@ func dumpFlag(fs *flag.FlagSet, dir string) (bool, error) {
 	set := flagGiven(fs, "dump")
 	if set && dir == "" {
 		return false, &configError{"--dump is empty (an unset variable?); give a mongodump directory, or leave --dump out to use MongoDB"}
+	}
+	if set && dir != "-" {
+		// Said here, before it is taken for a directory or an archive.
+		if _, err := os.Stat(dir); err != nil {
+			return false, &configError{fmt.Sprintf("--dump: %v", err)}
+		}
 	}
 	return set, nil
 }

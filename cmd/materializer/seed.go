@@ -64,8 +64,13 @@ none).`)
 	case archiveName(*out):
 		return &configError{fmt.Sprintf("--out %s names an archive, but --out writes a dump directory: give --archive %s for a mongodump archive, or a directory name to --out", *out, *out)}
 	}
-	if p.Users < 0 || p.Problems < 0 || p.Homeworks < 0 || p.Submissions < 0 {
-		return &configError{"sizes must not be negative"}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"users", p.Users}, {"problems", p.Problems}, {"homeworks", p.Homeworks}, {"submissions", p.Submissions}} {
+		if f.n < 0 {
+			return &configError{fmt.Sprintf("--%s must not be negative, got %d", f.name, f.n)}
+		}
 	}
 	toFile := *out != "" || *archive != ""
 	if err := seedSizesBounded(p, toFile); err != nil {
