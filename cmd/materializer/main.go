@@ -280,7 +280,7 @@ func newFlags(env *environment, name, args string, describe string) *flag.FlagSe
 	fs.SetOutput(u)
 	fs.Usage = func() {
 		u.Reset() // the flag package's message, printed just before
-		fmt.Fprintf(u, "Usage: materializer %s %s\n\n%s\n", name, args, describe)
+		fmt.Fprintf(u, "Usage: %s\n\n%s\n", strings.TrimSpace("materializer "+name+" "+args), describe)
 		n := 0
 		fs.VisitAll(func(*flag.Flag) { n++ })
 		switch {

@@ -219,6 +219,15 @@ func TestSubcommandHelp(t *testing.T) {
 				if !strings.Contains(r.output(), "Usage: materializer "+c) {
 					t.Errorf("materializer %s %s: no usage line\n%v", c, h, r)
 				}
+				// The description, read at a terminal: wrapped, no
+				// trailing blanks (the usage line's neither).
+				describe, _, _ := strings.Cut(r.stdout, "\nFlags")
+				describe, _, _ = strings.Cut(describe, "\nNo flags")
+				for i, l := range strings.Split(describe, "\n") {
+					if strings.TrimRight(l, " \t") != l || (i > 0 && len(l) > 80) {
+						t.Errorf("materializer %s %s: line %q: trailing blank or over 80 columns", c, h, l)
+					}
+				}
 				for _, f := range flags[c] {
 					if !regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(f) + `\b`).MatchString(r.output()) {
 						t.Errorf("materializer %s %s: flag %s not described\n%v", c, h, f, r)

@@ -23,10 +23,10 @@ realistic statuses and timestamps, with stale derived values as the old
 Back-End code leaves them. The university shape (default) puts users in
 courses of about --course-size students; a homework's studentStatus holds
 its course's students and students submit to their course's problems. The
-stress shape enrolls every user in every homework. With --out it writes a mongodump-format directory,
-with --archive a mongodump --archive file of MATERIALIZER_DATABASE
-(gzip-compressed when FILE ends in .gz), for 'verify --dump', 'rebuild
---dump' and mongorestore; otherwise it inserts into
+stress shape enrolls every user in every homework. With --out it writes a
+mongodump-format directory, with --archive a mongodump --archive file of
+MATERIALIZER_DATABASE (gzip-compressed when FILE ends in .gz), for 'verify
+--dump', 'rebuild --dump' and mongorestore; otherwise it inserts into
 MATERIALIZER_MONGODB_URI's database, which must hold no submissions yet
 (--if-empty: a database that has some is left alone, exit 0). --out and
 --archive are written like rebuild's (a hidden partial directory or file
