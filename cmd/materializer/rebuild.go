@@ -346,7 +346,11 @@ func verifyVerdict(rep *drift.Report) error {
 	case rep.Drift() > 0:
 		return errDrift
 	case len(rep.Malformed) > 0:
-		return fmt.Errorf("no drift, but %w: %d malformed documents skipped (listed above)", errUnchecked, len(rep.Malformed))
+		docs := "documents"
+		if len(rep.Malformed) == 1 {
+			docs = "document"
+		}
+		return fmt.Errorf("no drift, but %w: %d malformed %s skipped (listed above)", errUnchecked, len(rep.Malformed), docs)
 	case rep.Users == 0 && rep.Entries == 0:
 		return fmt.Errorf("no drift, but %w: nothing compared (no user and no studentStatus entry; is this Normal-OJ's database?)", errUnchecked)
 	}

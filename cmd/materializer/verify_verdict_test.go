@@ -36,6 +36,8 @@ func TestVerifyExitStatus(t *testing.T) {
 	clean := applyExpected(t, v)
 	withForeign := clean
 	withForeign.Submissions = append(append([]bson.Raw(nil), clean.Submissions...), foreignSubmissions(8)...)
+	withOneForeign := clean
+	withOneForeign.Submissions = append(append([]bson.Raw(nil), clean.Submissions...), foreignSubmissions(1)...)
 	// Another app's database: its submission collection, nothing the
 	// derivation reads, nothing compared.
 	allForeign := materialize.Docs{Submissions: foreignSubmissions(8)}
@@ -52,6 +54,7 @@ func TestVerifyExitStatus(t *testing.T) {
 		{"drift", stale, exitFail, ""},
 		{"drift and malformed", staleForeign, exitFail, ""},
 		{"malformed submissions beside good ones", withForeign, exitUnchecked, "8 malformed documents skipped"},
+		{"one malformed submission", withOneForeign, exitUnchecked, "not everything was checked: 1 malformed document skipped"},
 		{"every submission malformed", allForeign, exitUnchecked, "8 malformed documents skipped"},
 		{"empty collections", materialize.Docs{}, exitUnchecked, "nothing compared"},
 	} {
