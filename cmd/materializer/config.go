@@ -122,7 +122,7 @@ func loadConfig(needMongo bool) (*Config, error) {
 	if c.ReadyMaxLag <= 0 {
 		return nil, &configError{envPrefix + "_READY_MAX_LAG must be positive"}
 	}
-	if err := checkPendingAge(envPrefix+"_PENDING_AGE", c.PendingAge); err != nil {
+	if err := checkPendingAge(envPrefix+"_PENDING_AGE", c.PendingAge, "off"); err != nil {
 		return nil, err
 	}
 	if err := checkDatabaseName(c.Database); err != nil {
@@ -187,11 +187,12 @@ func checkCollections(c *Config) error {
 // be judged", 403).
 const minPendingAge = 5 * time.Minute
 
-// checkPendingAge refuses a pending age other than 0 (off) or at least
-// minPendingAge; name is the variable or flag that set it.
-func checkPendingAge(name string, d time.Duration) error {
+// checkPendingAge refuses a pending age other than 0 or at least
+// minPendingAge; name is the variable or flag that set it, zero what 0
+// means there.
+func checkPendingAge(name string, d time.Duration, zero string) error {
 	if d != 0 && d < minPendingAge {
-		return &configError{fmt.Sprintf("%s must be 0 (off) or at least %s (the Back-End refuses to rejudge a submission sent less than 5 minutes ago), got %s", name, minPendingAge, d)}
+		return &configError{fmt.Sprintf("%s must be 0 (%s) or at least %s (the Back-End refuses to rejudge a submission sent less than 5 minutes ago), got %s", name, zero, minPendingAge, d)}
 	}
 	return nil
 }

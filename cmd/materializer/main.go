@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -70,6 +71,10 @@ type environment struct {
 	// progressEvery is how often rebuild and verify report progress
 	// (progressEvery, 5 s, when zero; tests shorten it).
 	progressEvery time.Duration
+	// output is the file or directory a command writes (rebuild --out,
+	// seed --out or --archive), set when it starts writing, so that an
+	// interruption can say its partial output was removed.
+	output string
 }
 
 func commands() []command {
@@ -89,8 +94,9 @@ func main() {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go onSignals(sigs, cancel, os.Stderr, os.Exit)
-	if len(os.Args) < 2 || os.Args[1] != "run" {
+	oneShot := len(os.Args) < 2 || os.Args[1] != "run"
+	go onSignals(sigs, cancel, signalHandler{stderr: os.Stderr, exit: os.Exit, now: time.Now, notice: oneShot})
+	if oneShot {
 		// A one-shot command whose output was cut (verify ARCHIVE | head)
 		// gets EPIPE on its writes rather than dying by SIGPIPE at the
 		// first one, so it still removes what it unpacked or left partial,
@@ -127,16 +133,47 @@ func signalExit(sig os.Signal) int {
 	return exitFail
 }
 
+// signalGrace is how long after the first signal a repeat of the same
+// signal is taken for a copy of it rather than for an operator's second
+// one. GNU timeout (and a terminal's Ctrl-C under it) sends the signal to
+// the process and again to its process group, microseconds apart; the
+// gap measured here also holds the scheduling delay of a loaded machine.
+// A person who sees nothing happen takes longer than a second to press
+// Ctrl-C again, and that press still exits at once.
+const signalGrace = time.Second
+
+// signalHandler is how onSignals answers: main's writes to os.Stderr,
+// exits with os.Exit and reads time.Now (whose readings compare by the
+// monotonic clock).
+type signalHandler struct {
+	stderr io.Writer
+	exit   func(int)
+	now    func() time.Time
+	// notice: say on the first signal that the command is stopping (a
+	// one-shot command; run's stderr is its log, which says so).
+	notice bool
+}
+
 // onSignals cancels the commands' context on the first signal (every
 // phase stops, removes its partial output and exits with signalExit), and
-// exits at once on the second, for an operator who will not wait for the
-// cleanup.
-func onSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, stderr io.Writer, exit func(int)) {
+// exits at once on a second, for an operator who will not wait for the
+// cleanup. A repeat of the first signal within signalGrace is ignored.
+func onSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, h signalHandler) {
 	first := <-sigs
+	at := h.now()
+	if h.notice {
+		fmt.Fprintf(h.stderr, "materializer: %s: stopping (a second signal %s or more later exits at once, without cleaning up)\n", signalName(first), signalGrace)
+	}
 	cancel(&interruptedError{first})
-	second := <-sigs
-	fmt.Fprintf(stderr, "materializer: %s again: exiting at once (may be left: a hidden .partial-* output, an unpacked archive in $TMPDIR/materializer-archive-*)\n", signalName(second))
-	exit(signalExit(second))
+	for second := range sigs {
+		if second == first && h.now().Sub(at) < signalGrace {
+			continue // the same signal sent twice (timeout: to the process, then to its group)
+		}
+		fmt.Fprintf(h.stderr, "materializer: %s again: exiting at once (may be left: a hidden .partial-* output beside or inside the output, an unpacked archive in %s)\n",
+			signalName(second), filepath.Join(os.TempDir(), "materializer-archive-*"))
+		h.exit(signalExit(second))
+		return
+	}
 }
 
 // runMain dispatches args to a command and maps its error to an exit status.
@@ -181,11 +218,15 @@ func runMain(ctx context.Context, env *environment, args []string) int {
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
-		case c.name != "run" && errors.As(context.Cause(ctx), &ie):
-			// A one-shot command: no report, the work was not done, and
-			// what it wrote is removed. (run stops cleanly on a signal,
-			// exit 0; its errors keep their status.)
-			fmt.Fprintf(env.stderr, "materializer %s: %v; stopped (no report, partial output removed)\n", c.name, ie)
+		case c.name != "run" && errors.As(context.Cause(ctx), &ie) && !reported(err):
+			// A one-shot command cut short: no report, the work was not
+			// done, and what it wrote is removed. (run stops cleanly on a
+			// signal, exit 0; its errors keep their status.)
+			removed := ""
+			if env.output != "" {
+				removed = "; the partial output for " + env.output + " removed"
+			}
+			fmt.Fprintf(env.stderr, "materializer %s: %v; stopped (no report%s)\n", c.name, ie, removed)
 			return signalExit(ie.sig)
 		case errors.As(err, &ce):
 			say()
@@ -205,6 +246,13 @@ func runMain(ctx context.Context, env *environment, args []string) int {
 	return exitConfig
 }
 
+// reported reports whether err is a verdict, returned only after the
+// command printed its whole report: it stands even when a signal came
+// after the report.
+func reported(err error) bool {
+	return errors.Is(err, errDrift) || errors.Is(err, errUnchecked)
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "materializer %s: keeps Normal-OJ's derived grading data correct.\n\n", version)
 	fmt.Fprintln(w, "Usage: materializer <command> [flags]    (materializer <command> --help for its flags)")
@@ -219,7 +267,7 @@ func usage(w io.Writer) {
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nExit status: 0 success, 1 failure or drift (verify), 2 usage or configuration error,")
 	fmt.Fprintln(w, "3 verify unchecked (malformed documents skipped, or nothing compared),")
-	fmt.Fprintln(w, "130 interrupted by SIGINT, 143 by SIGTERM (partial output removed; a second signal exits at once).")
+	fmt.Fprintln(w, "130 interrupted by SIGINT, 143 by SIGTERM (partial output removed; a second signal 1s or more later exits at once).")
 }
 
 // newFlags returns a flag set whose usage goes to env.stdout for --help
@@ -232,7 +280,7 @@ func newFlags(env *environment, name, args string, describe string) *flag.FlagSe
 	fs.SetOutput(u)
 	fs.Usage = func() {
 		u.Reset() // the flag package's message, printed just before
-		fmt.Fprintf(u, "Usage: materializer %s %s\n\n%s\n", name, args, describe)
+		fmt.Fprintf(u, "Usage: %s\n\n%s\n", strings.TrimSpace("materializer "+name+" "+args), describe)
 		n := 0
 		fs.VisitAll(func(*flag.Flag) { n++ })
 		switch {
@@ -302,10 +350,28 @@ func repeatedFlag(fs *flag.FlagSet, args []string) string {
 	return ""
 }
 
+// logLevel is the zerolog level of a MATERIALIZER_LOG_LEVEL value: lower
+// case, like every other variable's words. (zerolog.ParseLevel also takes
+// trace, fatal, panic, disabled and numbers: disabled would silence the
+// daemon's fatal error.)
+func logLevel(s string) (zerolog.Level, bool) {
+	switch s {
+	case "debug":
+		return zerolog.DebugLevel, true
+	case "info":
+		return zerolog.InfoLevel, true
+	case "warn":
+		return zerolog.WarnLevel, true
+	case "error":
+		return zerolog.ErrorLevel, true
+	}
+	return zerolog.Disabled, false
+}
+
 // newLogger builds the zerolog logger the configuration asks for.
 func newLogger(env *environment, c *Config) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(c.LogLevel)
-	if err != nil || c.LogLevel == "" {
+	lvl, ok := logLevel(c.LogLevel)
+	if !ok {
 		return zerolog.Nop(), &configError{fmt.Sprintf("%s_LOG_LEVEL must be debug, info, warn or error, got %q", envPrefix, c.LogLevel)}
 	}
 	var w io.Writer = env.stderr

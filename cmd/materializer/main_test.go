@@ -219,6 +219,15 @@ func TestSubcommandHelp(t *testing.T) {
 				if !strings.Contains(r.output(), "Usage: materializer "+c) {
 					t.Errorf("materializer %s %s: no usage line\n%v", c, h, r)
 				}
+				// The description, read at a terminal: wrapped, no
+				// trailing blanks (the usage line's neither).
+				describe, _, _ := strings.Cut(r.stdout, "\nFlags")
+				describe, _, _ = strings.Cut(describe, "\nNo flags")
+				for i, l := range strings.Split(describe, "\n") {
+					if strings.TrimRight(l, " \t") != l || (i > 0 && len(l) > 80) {
+						t.Errorf("materializer %s %s: line %q: trailing blank or over 80 columns", c, h, l)
+					}
+				}
 				for _, f := range flags[c] {
 					if !regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(f) + `\b`).MatchString(r.output()) {
 						t.Errorf("materializer %s %s: flag %s not described\n%v", c, h, f, r)
@@ -263,7 +272,13 @@ func TestBadFlags(t *testing.T) {
 		{"missing flag value", []string{"verify", "--dump"}, "dump"},
 		{"non-numeric int", []string{"seed", "--users", "many", "--out", dir}, "users"},
 		{"non-numeric max-diffs", []string{"verify", "--max-diffs", "x", "--dump", dir}, "max-diffs"},
-		{"negative size", []string{"seed", "--users", "-1", "--out", dir}, "negative"},
+		{"negative size", []string{"seed", "--users", "-1", "--out", dir}, "--users must not be negative"},
+		{"negative submissions", []string{"seed", "--submissions", "-5", "--out", dir}, "--submissions must not be negative"},
+		// 0 is not "off" for --older-than: it takes the variable's age.
+		{"negative older-than", []string{"pending", "--older-than", "-5m"}, "must be 0 (MATERIALIZER_PENDING_AGE, or 30m when that is 0) or at least 5m0s"},
+		{"older-than without a unit", []string{"pending", "--older-than", "30"}, `missing unit in duration "30"`},
+		{"missing dump archive", []string{"verify", "--dump", filepath.Join(dir, "none.archive")}, "--dump: stat " + filepath.Join(dir, "none.archive")},
+		{"missing dump directory", []string{"explain", "--dump", filepath.Join(dir, "none"), "--user", "u", "--problem", "1"}, "--dump: stat "},
 		{"non-boolean dry-run", []string{"rebuild", "--dry-run=perhaps", "--dump", dir}, "dry-run"},
 		{"positional argument verify", []string{"verify", "extra"}, "extra"},
 		{"positional argument version", []string{"version", "now"}, "now"},
@@ -311,6 +326,15 @@ func TestInvalidConfiguration(t *testing.T) {
 		{"history lost unknown", map[string]string{"MATERIALIZER_HISTORY_LOST": "maybe"}, "MATERIALIZER_HISTORY_LOST"},
 		{"log format unknown", map[string]string{"MATERIALIZER_LOG_FORMAT": "xml"}, "MATERIALIZER_LOG_FORMAT"},
 		{"log level unknown", map[string]string{"MATERIALIZER_LOG_LEVEL": "loud"}, "MATERIALIZER_LOG_LEVEL"},
+		// zerolog's other levels, upper case and numbers are not
+		// documented; disabled would silence the daemon's fatal error.
+		{"log level disabled", map[string]string{"MATERIALIZER_LOG_LEVEL": "disabled"}, "MATERIALIZER_LOG_LEVEL"},
+		{"log level trace", map[string]string{"MATERIALIZER_LOG_LEVEL": "trace"}, "MATERIALIZER_LOG_LEVEL"},
+		{"log level fatal", map[string]string{"MATERIALIZER_LOG_LEVEL": "fatal"}, "MATERIALIZER_LOG_LEVEL"},
+		{"log level panic", map[string]string{"MATERIALIZER_LOG_LEVEL": "panic"}, "MATERIALIZER_LOG_LEVEL"},
+		{"log level upper case", map[string]string{"MATERIALIZER_LOG_LEVEL": "DEBUG"}, "MATERIALIZER_LOG_LEVEL"},
+		{"log level number", map[string]string{"MATERIALIZER_LOG_LEVEL": "-1"}, "MATERIALIZER_LOG_LEVEL"},
+		{"log level empty", map[string]string{"MATERIALIZER_LOG_LEVEL": ""}, "MATERIALIZER_LOG_LEVEL"},
 		{"create indexes not a boolean", map[string]string{"MATERIALIZER_CREATE_INDEXES": "perhaps"}, "MATERIALIZER_CREATE_INDEXES"},
 		{"ready max lag not a duration", map[string]string{"MATERIALIZER_READY_MAX_LAG": "1 minute"}, "MATERIALIZER_READY_MAX_LAG"},
 		{"lease ttl under a second", map[string]string{"MATERIALIZER_LEASE_TTL": "500ms"}, "MATERIALIZER_LEASE_TTL"},
@@ -449,6 +473,9 @@ func TestValidConfigurationBoundaries(t *testing.T) {
 		{},
 		{"MATERIALIZER_LOG_FORMAT": "console"},
 		{"MATERIALIZER_LOG_FORMAT": "json", "MATERIALIZER_LOG_LEVEL": "debug"},
+		{"MATERIALIZER_LOG_LEVEL": "info"},
+		{"MATERIALIZER_LOG_LEVEL": "warn"},
+		{"MATERIALIZER_LOG_LEVEL": "error"},
 		{"MATERIALIZER_HISTORY_LOST": "exit"},
 		{"MATERIALIZER_HISTORY_LOST": "rebuild"},
 		{"MATERIALIZER_LEASE_TTL": "10s", "MATERIALIZER_WRITE_TIMEOUT": "4999ms"},

@@ -28,19 +28,20 @@ the development Caddyfile), as an admin or the course's teacher or TA
 (the piann cookie of a login, POST /auth/session). Without --json the
 output is a shell script: set API and PIANN, review it, run it. Reads
 only; exit 0 whether or not any is pending, 1 when the query fails.`)
-	olderThan := fs.Duration("older-than", 0, "list submissions pending longer than this, at least 5m (0: MATERIALIZER_PENDING_AGE, or 30m when that is 0)")
+	var olderThan durationValue
+	fs.Var(&olderThan, "older-than", "list submissions pending longer than `D`, at least 5m (0: MATERIALIZER_PENDING_AGE, or 30m when that is 0)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the script")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := checkPendingAge("--older-than", *olderThan); err != nil {
+	if err := checkPendingAge("--older-than", time.Duration(olderThan), envPrefix+"_PENDING_AGE, or 30m when that is 0"); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(true)
 	if err != nil {
 		return err
 	}
-	age := pendingAge(*olderThan, cfg.PendingAge)
+	age := pendingAge(time.Duration(olderThan), cfg.PendingAge)
 	db, err := openReadOnly(ctx, env, cfg)
 	if err != nil {
 		return err
@@ -57,6 +58,22 @@ only; exit 0 whether or not any is pending, 1 when the query fails.`)
 	printPending(env.stdout, subs, age, now)
 	return nil
 }
+
+// durationValue is a duration flag like flag.Duration's whose error says
+// what is wrong with the value (time: missing unit in duration "30"), not
+// only "parse error".
+type durationValue time.Duration
+
+func (d *durationValue) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = durationValue(v)
+	return nil
+}
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
 
 // openReadOnly connects for a command that only reads (status,
 // pending): a standalone is accepted (no change stream needed) and no

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -223,6 +224,12 @@ func dumpFlag(fs *flag.FlagSet, dir string) (bool, error) {
 	if set && dir == "" {
 		return false, &configError{"--dump is empty (an unset variable?); give a mongodump directory, or leave --dump out to use MongoDB"}
 	}
+	if set && dir != "-" {
+		// Said here, before it is taken for a directory or an archive.
+		if _, err := os.Stat(dir); err != nil {
+			return false, &configError{fmt.Sprintf("--dump: %v", err)}
+		}
+	}
 	return set, nil
 }
 
@@ -256,6 +263,7 @@ func outFlag(fs *flag.FlagSet, out, instead string) error {
 // runOffline verifies a dump (out empty) or writes its corrected copy: a
 // directory, or an archive in the same format (gzip or not).
 func runOffline(ctx context.Context, env *environment, cfg *Config, dir, out string, maxDiffs int, quiet bool, what string) error {
+	env.output = out
 	if isArchive(dir) {
 		s, err := openArchive(ctx, env, dir, cfg.Database, out, quiet, what)
 		if err != nil {
@@ -338,7 +346,11 @@ func verifyVerdict(rep *drift.Report) error {
 	case rep.Drift() > 0:
 		return errDrift
 	case len(rep.Malformed) > 0:
-		return fmt.Errorf("no drift, but %w: %d malformed documents skipped (listed above)", errUnchecked, len(rep.Malformed))
+		docs := "documents"
+		if len(rep.Malformed) == 1 {
+			docs = "document"
+		}
+		return fmt.Errorf("no drift, but %w: %d malformed %s skipped (listed above)", errUnchecked, len(rep.Malformed), docs)
 	case rep.Users == 0 && rep.Entries == 0:
 		return fmt.Errorf("no drift, but %w: nothing compared (no user and no studentStatus entry; is this Normal-OJ's database?)", errUnchecked)
 	}

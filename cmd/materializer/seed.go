@@ -23,10 +23,10 @@ realistic statuses and timestamps, with stale derived values as the old
 Back-End code leaves them. The university shape (default) puts users in
 courses of about --course-size students; a homework's studentStatus holds
 its course's students and students submit to their course's problems. The
-stress shape enrolls every user in every homework. With --out it writes a mongodump-format directory,
-with --archive a mongodump --archive file of MATERIALIZER_DATABASE
-(gzip-compressed when FILE ends in .gz), for 'verify --dump', 'rebuild
---dump' and mongorestore; otherwise it inserts into
+stress shape enrolls every user in every homework. With --out it writes a
+mongodump-format directory, with --archive a mongodump --archive file of
+MATERIALIZER_DATABASE (gzip-compressed when FILE ends in .gz), for 'verify
+--dump', 'rebuild --dump' and mongorestore; otherwise it inserts into
 MATERIALIZER_MONGODB_URI's database, which must hold no submissions yet
 (--if-empty: a database that has some is left alone, exit 0). --out and
 --archive are written like rebuild's (a hidden partial directory or file
@@ -64,8 +64,13 @@ none).`)
 	case archiveName(*out):
 		return &configError{fmt.Sprintf("--out %s names an archive, but --out writes a dump directory: give --archive %s for a mongodump archive, or a directory name to --out", *out, *out)}
 	}
-	if p.Users < 0 || p.Problems < 0 || p.Homeworks < 0 || p.Submissions < 0 {
-		return &configError{"sizes must not be negative"}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"users", p.Users}, {"problems", p.Problems}, {"homeworks", p.Homeworks}, {"submissions", p.Submissions}} {
+		if f.n < 0 {
+			return &configError{fmt.Sprintf("--%s must not be negative, got %d", f.name, f.n)}
+		}
 	}
 	toFile := *out != "" || *archive != ""
 	if err := seedSizesBounded(p, toFile); err != nil {
@@ -160,6 +165,7 @@ func seedFiles(ctx context.Context, env *environment, p demo.Params, out, archiv
 	if archive != "" {
 		target = archive
 	}
+	env.output = target
 	prog := progress.New(textProgress(env, "seed", quiet), nil, env.every(), int64(p.Users+p.Problems+p.Homeworks+p.Submissions))
 	prog.Phase("writing " + target)
 	counts := make(map[string]int)

@@ -18,10 +18,13 @@ import (
 	"time"
 )
 
-// startBinary starts the built binary with args; its output is collected.
+// startBinary starts the built binary with args in a process group of its
+// own (a signal to the group, as GNU timeout sends, reaches it and not the
+// test); its output is collected.
 func startBinary(t *testing.T, bin string, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stdout, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -69,6 +72,12 @@ func reading(pid int, dir string) bool {
 		}
 	}
 	return false
+}
+
+// unpacking reports whether an archive is being unpacked into tmpdir.
+func unpacking(tmpdir string) bool {
+	m, _ := filepath.Glob(filepath.Join(tmpdir, "materializer-archive-*"))
+	return len(m) > 0
 }
 
 // exitWithin waits for cmd and returns its exit status; it fails when
@@ -129,6 +138,9 @@ func TestOfflineInterrupts(t *testing.T) {
 		if !strings.Contains(stderr, "interrupted by SIG") {
 			t.Errorf("stderr does not say it was interrupted:\n%s", stderr)
 		}
+		if strings.Contains(stderr, "exiting at once") {
+			t.Errorf("the signal's second copy was taken for an operator's second signal:\n%s", stderr)
+		}
 	}
 	cases := []struct {
 		name  string
@@ -136,14 +148,17 @@ func TestOfflineInterrupts(t *testing.T) {
 		sig   syscall.Signal
 		ready func(out string, pid int) bool // the phase to interrupt has begun
 		code  int
+		// twice: the signal is sent to the process and at once again
+		// to its process group, as GNU timeout does.
+		twice bool
 	}{
 		{"rebuild reading SIGINT", func(out string) []string { return []string{"rebuild", "--dump", big, "--out", out} }, syscall.SIGINT,
-			func(out string, _ int) bool { return len(partials(out)) > 0 }, 130},
+			func(out string, _ int) bool { return len(partials(out)) > 0 }, 130, false},
 		{"rebuild writing SIGINT", func(out string) []string { return []string{"rebuild", "--dump", sparse, "--out", out} }, syscall.SIGINT,
 			func(out string, _ int) bool {
 				p := partials(out)
 				return len(p) > 0 && exists(filepath.Join(p[0], "oplog.bson"))
-			}, 130},
+			}, 130, false},
 		{"rebuild writing SIGTERM into an existing directory", func(out string) []string {
 			_ = os.Mkdir(out, 0o755)
 			return []string{"rebuild", "--dump", sparse, "--out", out}
@@ -151,7 +166,7 @@ func TestOfflineInterrupts(t *testing.T) {
 			func(out string, _ int) bool {
 				p := partials(out)
 				return len(p) > 0 && exists(filepath.Join(p[0], "oplog.bson"))
-			}, 143},
+			}, 143, false},
 		// The partial archive is created before unpacking starts: seen
 		// failing (left beside --out) with openArchive not aborting it
 		// when Unpack stops. (A failure after unpacking is
@@ -159,13 +174,21 @@ func TestOfflineInterrupts(t *testing.T) {
 		{"rebuild archive unpacking SIGTERM", func(out string) []string {
 			return []string{"rebuild", "--dump", bigArchive, "--out", out + ".archive"}
 		}, syscall.SIGTERM,
-			func(out string, _ int) bool { return len(partials(out+".archive")) > 0 }, 143},
+			func(out string, _ int) bool { return len(partials(out+".archive")) > 0 }, 143, false},
 		{"verify SIGTERM", func(string) []string { return []string{"verify", "--dump", big} }, syscall.SIGTERM,
-			func(_ string, pid int) bool { return reading(pid, big) }, 143},
+			func(_ string, pid int) bool { return reading(pid, big) }, 143, false},
+		// timeout 1h materializer verify --dump X.archive: the unpacked
+		// archive must not be left by the signal's second copy.
+		{"verify archive unpacking SIGTERM twice", func(string) []string { return []string{"verify", "--dump", bigArchive} }, syscall.SIGTERM,
+			func(string, int) bool { return unpacking(tmpdir) }, 143, true},
+		{"rebuild archive unpacking SIGINT twice", func(out string) []string {
+			return []string{"rebuild", "--dump", bigArchive, "--out", out + ".archive"}
+		}, syscall.SIGINT,
+			func(out string, _ int) bool { return len(partials(out+".archive")) > 0 && unpacking(tmpdir) }, 130, true},
 		{"explain SIGINT", func(string) []string {
 			return []string{"explain", "--dump", big, "--user", "student0001", "--problem", "1"}
 		}, syscall.SIGINT,
-			func(_ string, pid int) bool { return reading(pid, big) }, 130},
+			func(_ string, pid int) bool { return reading(pid, big) }, 130, false},
 		{"seed --out SIGTERM", func(out string) []string {
 			return []string{"seed", "--out", out, "--users", "20000", "--submissions", "5000000"}
 		}, syscall.SIGTERM,
@@ -176,7 +199,7 @@ func TestOfflineInterrupts(t *testing.T) {
 				}
 				st, err := os.Stat(filepath.Join(p[0], "submission.bson"))
 				return err == nil && st.Size() > 0
-			}, 143},
+			}, 143, false},
 		{"seed --archive SIGINT", func(out string) []string {
 			return []string{"seed", "--archive", out, "--users", "20000", "--submissions", "5000000"}
 		}, syscall.SIGINT,
@@ -187,7 +210,11 @@ func TestOfflineInterrupts(t *testing.T) {
 				}
 				st, err := os.Stat(p[0])
 				return err == nil && st.Size() > 1<<20
-			}, 130},
+			}, 130, false},
+		{"seed --out SIGINT twice", func(out string) []string {
+			return []string{"seed", "--out", out, "--users", "5000", "--submissions", "3000000"}
+		}, syscall.SIGINT,
+			func(out string, _ int) bool { return len(partials(out)) > 0 }, 130, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -204,6 +231,16 @@ func TestOfflineInterrupts(t *testing.T) {
 			waitFor(t, "the phase to begin", func() bool { return c.ready(out, cmd.Process.Pid) })
 			if err := cmd.Process.Signal(c.sig); err != nil {
 				t.Fatal(err)
+			}
+			if c.twice {
+				// timeout sends the copy microseconds later, often merged
+				// with the first (the kernel and the Go runtime keep one
+				// pending instance of a signal); sent once the first was
+				// handled, it is always a repeat.
+				waitFor(t, "the first signal's notice", func() bool { return strings.Contains(stderr.String(), ": stopping") })
+				if err := syscall.Kill(-cmd.Process.Pid, c.sig); err != nil {
+					t.Fatal(err)
+				}
 			}
 			// A minute bounds a hang; a command that ran to its end
 			// instead of stopping exits 0, not the signal's status.
@@ -232,35 +269,80 @@ func TestOfflineInterrupts(t *testing.T) {
 	}
 }
 
-// TestOnSignals: the first signal cancels the context with its cause;
-// the second exits at once with its status.
+// TestOnSignals: the first signal cancels the context with its cause; a
+// repeat of it within signalGrace (timeout sends it to the process and
+// again to its group) is ignored; a later one, or another signal, exits
+// at once with its status, naming what may be left.
 func TestOnSignals(t *testing.T) {
-	sigs := make(chan os.Signal, 2)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	exited := make(chan int, 1)
-	var stderr bytes.Buffer
-	go onSignals(sigs, cancel, &stderr, func(code int) { exited <- code })
-	sigs <- syscall.SIGTERM
-	<-ctx.Done()
-	var ie *interruptedError
-	if c := context.Cause(ctx); !errorsAs(c, &ie) || ie.sig != syscall.SIGTERM || signalExit(ie.sig) != 143 {
-		t.Fatalf("cause %v, want SIGTERM (143)", c)
+	type step struct {
+		sig   os.Signal
+		after time.Duration // since the first signal
+		exit  int           // 0: ignored
 	}
-	sigs <- os.Interrupt
-	select {
-	case code := <-exited:
-		if code != 130 {
-			t.Errorf("second signal (SIGINT): exit %d, want 130", code)
-		}
-		// What a second signal can leave: an output's partial directory,
-		// or an archive unpacked into $TMPDIR (often the larger).
-		for _, left := range []string{".partial-*", "materializer-archive-*"} {
-			if !strings.Contains(stderr.String(), left) {
-				t.Errorf("second signal's message does not name %s: %q", left, stderr.String())
+	for _, c := range []struct {
+		name  string
+		first os.Signal
+		then  []step
+	}{
+		{"a second signal later exits", syscall.SIGTERM, []step{{os.Interrupt, 3 * time.Second, 130}}},
+		{"the same signal later exits", os.Interrupt, []step{{os.Interrupt, signalGrace, 130}}},
+		{"a repeat within the grace is ignored", syscall.SIGTERM, []step{
+			{syscall.SIGTERM, 0, 0}, {syscall.SIGTERM, signalGrace - time.Nanosecond, 0}, {syscall.SIGTERM, signalGrace, 143}}},
+		{"another signal within the grace exits", syscall.SIGTERM, []step{{os.Interrupt, time.Millisecond, 130}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// The clock's readings, one per signal received, in order.
+			base := time.Unix(1_800_000_000, 0)
+			readings := []time.Time{base}
+			for _, s := range c.then {
+				readings = append(readings, base.Add(s.after))
 			}
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the second signal did not exit")
+			now := func() time.Time {
+				r := readings[0]
+				readings = readings[1:]
+				return r
+			}
+			sigs := make(chan os.Signal) // unbuffered: a send returns once the previous signal was handled
+			ctx, cancel := context.WithCancelCause(context.Background())
+			exited := make(chan int, 1)
+			var stderr bytes.Buffer
+			go onSignals(sigs, cancel, signalHandler{stderr: &stderr, exit: func(code int) { exited <- code }, now: now, notice: true})
+			sigs <- c.first
+			<-ctx.Done()
+			if want := signalName(c.first) + ": stopping"; !strings.Contains(stderr.String(), want) {
+				t.Errorf("the first signal's notice does not say %q: %q", want, stderr.String())
+			}
+			var ie *interruptedError
+			if cause := context.Cause(ctx); !errorsAs(cause, &ie) || ie.sig != c.first {
+				t.Fatalf("cause %v, want %s", cause, signalName(c.first))
+			}
+			for i, s := range c.then {
+				select {
+				case sigs <- s.sig:
+				case code := <-exited: // i > 0: the first signal never exits
+					t.Fatalf("%s %s after the first exited %d, want it ignored", signalName(c.then[i-1].sig), c.then[i-1].after, code)
+				}
+				if s.exit == 0 {
+					continue
+				}
+				select {
+				case code := <-exited:
+					if code != s.exit {
+						t.Errorf("%s %s after the first: exit %d, want %d", signalName(s.sig), s.after, code, s.exit)
+					}
+				case <-time.After(time.Minute):
+					t.Fatalf("%s %s after the first did not exit", signalName(s.sig), s.after)
+				}
+				// What a second signal can leave: an output's partial
+				// directory, or an archive unpacked into $TMPDIR (often
+				// the larger).
+				for _, left := range []string{".partial-*", filepath.Join(os.TempDir(), "materializer-archive-*")} {
+					if !strings.Contains(stderr.String(), left) {
+						t.Errorf("second signal's message does not name %s: %q", left, stderr.String())
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -33,6 +36,8 @@ func TestVerifyExitStatus(t *testing.T) {
 	clean := applyExpected(t, v)
 	withForeign := clean
 	withForeign.Submissions = append(append([]bson.Raw(nil), clean.Submissions...), foreignSubmissions(8)...)
+	withOneForeign := clean
+	withOneForeign.Submissions = append(append([]bson.Raw(nil), clean.Submissions...), foreignSubmissions(1)...)
 	// Another app's database: its submission collection, nothing the
 	// derivation reads, nothing compared.
 	allForeign := materialize.Docs{Submissions: foreignSubmissions(8)}
@@ -49,6 +54,7 @@ func TestVerifyExitStatus(t *testing.T) {
 		{"drift", stale, exitFail, ""},
 		{"drift and malformed", staleForeign, exitFail, ""},
 		{"malformed submissions beside good ones", withForeign, exitUnchecked, "8 malformed documents skipped"},
+		{"one malformed submission", withOneForeign, exitUnchecked, "not everything was checked: 1 malformed document skipped"},
 		{"every submission malformed", allForeign, exitUnchecked, "8 malformed documents skipped"},
 		{"empty collections", materialize.Docs{}, exitUnchecked, "nothing compared"},
 	} {
@@ -89,6 +95,55 @@ func TestVerifyVerdict(t *testing.T) {
 			err := verifyVerdict(&c.rep)
 			if (err == nil) != (c.want == nil) || (c.want != nil && !errors.Is(err, c.want)) {
 				t.Errorf("verifyVerdict(%+v) = %v, want %v", c.rep, err, c.want)
+			}
+		})
+	}
+}
+
+// cancelOnWrite is an output that cancels ctx with a signal's cause at
+// its first write: the signal comes while the report is printed.
+type cancelOnWrite struct {
+	bytes.Buffer
+	cancel context.CancelCauseFunc
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.cancel(&interruptedError{syscall.SIGTERM})
+	return w.Buffer.Write(p)
+}
+
+// TestVerifyVerdictAfterSignal: a verify that printed its whole report
+// exits with its verdict (1 drift, 3 unchecked) even when a signal came
+// while it was printed (timeout's); only a verify cut short says it was
+// interrupted. Seen failing with runMain's interruption check applied
+// to every error (the report, then "stopped (no report, ...)", 143).
+func TestVerifyVerdictAfterSignal(t *testing.T) {
+	cleanConfigEnv(t)
+	v := readVectors(t)[0]
+	withForeign := applyExpected(t, v)
+	withForeign.Submissions = append(append([]bson.Raw(nil), withForeign.Submissions...), foreignSubmissions(1)...)
+	for _, c := range []struct {
+		name string
+		docs materialize.Docs
+		want int
+	}{
+		{"drift", v.DB, exitFail},
+		{"malformed", withForeign, exitUnchecked},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeDump(t, dir, c.docs, nil)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			stdout := &cancelOnWrite{cancel: cancel}
+			var stderr bytes.Buffer
+			code := runMain(ctx, &environment{stdout: stdout, stderr: &stderr}, []string{"verify", "--dump", dir})
+			if ctx.Err() == nil {
+				t.Fatal("verify printed nothing: the signal never came")
+			}
+			r := cliResult{code, stdout.String(), stderr.String()}
+			if code != c.want || strings.Contains(r.stderr, "stopped") || !strings.Contains(r.stdout, "entries:") {
+				t.Errorf("want exit %d with the report and no interruption\n%v", c.want, r)
 			}
 		})
 	}
