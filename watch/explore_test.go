@@ -727,37 +727,51 @@ type edge struct {
 // date resolution.
 const edgeTick = time.Millisecond
 
+// instant is a deadline an edge may land on.
+type instant struct {
+	name string
+	at   time.Time // the server's clock
+}
+
 // edges returns the instants, later than now, one tick before, at and
-// one tick after: without ctx, the end of p's renewal window (TTL −
-// Margin after the send of its last successful acquisition or renewal,
-// the default Margin being TTL/3), where the guard starts refusing
-// writes; with ctx, the lease's expiry as the store granted it to p's
-// epoch and the deadline of ctx (the write guard's), which a request
-// about to leave may straddle. In the server's time.
-func (p *exploreProc) edges(ctx context.Context) []edge {
+// one tick after each of points.
+func (p *exploreProc) edges(points ...instant) []edge {
 	x := p.x
 	var out []edge
-	add := func(name string, at time.Time) {
+	for _, pt := range points {
 		for i, d := range []time.Duration{-edgeTick, 0, edgeTick} {
-			t := at.Add(d)
+			t := pt.at.Add(d)
 			if t.After(x.now) && !slices.ContainsFunc(out, func(e edge) bool { return e.at.Equal(t) }) {
-				out = append(out, edge{name + []string{"-1ms", "", "+1ms"}[i], t})
+				out = append(out, edge{pt.name + []string{"-1ms", "", "+1ms"}[i], t})
 			}
 		}
 	}
-	if ctx == nil {
-		if !p.renewed.IsZero() {
-			add("renewal window", p.renewed.Add(-p.skew).Add(exploreTTL-exploreTTL/3))
-		}
-		return out
+	return out
+}
+
+// renewalEdges are the edges of the end of p's renewal window (TTL −
+// Margin after the send of its last successful acquisition or renewal,
+// the default Margin being TTL/3), where the guard starts refusing
+// writes. In the server's time.
+func (p *exploreProc) renewalEdges() []edge {
+	if p.renewed.IsZero() {
+		return nil
 	}
-	if e, ok := x.expiry[p.epoch]; ok {
-		add("lease expiry", e)
+	return p.edges(instant{"renewal window", p.renewed.Add(-p.skew).Add(exploreTTL - exploreTTL/3)})
+}
+
+// writeEdges are the edges of the lease's expiry as the store granted it
+// to p's epoch and of the deadline of ctx (the write guard's), which a
+// request about to leave may straddle. In the server's time.
+func (p *exploreProc) writeEdges(ctx context.Context) []edge {
+	var points []instant
+	if e, ok := p.x.expiry[p.epoch]; ok {
+		points = append(points, instant{"lease expiry", e})
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		add("guard deadline", dl.Add(-p.skew))
+		points = append(points, instant{"guard deadline", dl.Add(-p.skew)})
 	}
-	return out
+	return p.edges(points...)
 }
 
 // racePoint names the store calls before which a foreign source write
@@ -850,7 +864,7 @@ func (p *exploreProc) at(op string) error {
 			}})
 		}
 		if x.edges < x.b.Edges {
-			for _, e := range p.edges(nil) {
+			for _, e := range p.renewalEdges() {
 				opts = append(opts, option{"edge", func() error {
 					x.edges++
 					x.reached(pathEdgePrefix + e.name)
@@ -888,7 +902,7 @@ func (p *exploreProc) send(ctx context.Context, op string) error {
 	stall := 0
 	var edges []edge
 	if x.edges < x.b.Edges && x.nested == 0 {
-		edges = p.edges(ctx)
+		edges = p.writeEdges(ctx)
 	}
 	n := 1 + len(edges)
 	if x.faults < x.b.Faults && x.nested == 0 && !x.b.Transient {
