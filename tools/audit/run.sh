@@ -13,6 +13,9 @@ set -u
 root=$(git rev-parse --show-toplevel)
 patches=$root/tools/audit/patches
 jobs=${AUDIT_JOBS:-1}
+# Tests that check source text, not behaviour, catch nothing here
+# (AUDIT_SKIP= counts them).
+skip=${AUDIT_SKIP-^TestLeaderModelInStep$}
 
 # The packages whose tests guard a package (docs/testing.md, "Which suite
 # guards which package"), the package itself first.
@@ -42,7 +45,7 @@ one() {
 		return
 	fi
 	for g in $(guards "$pkg"); do
-		out=$(cd "$wt" && GOGC=400 nice go test -count=1 -failfast -timeout 8m "$g" 2>&1)
+		out=$(cd "$wt" && GOGC=400 nice go test -count=1 -failfast -timeout 8m -skip "$skip" "$g" 2>&1)
 		if [ $? -ne 0 ]; then
 			at=$g
 			if grep -q '\[build failed\]\|\[setup failed\]' <<<"$out"; then
