@@ -1,8 +1,13 @@
 package dump_test
 
 import (
+	"bytes"
+	"context"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/normal-oj/noj-materializer/dump"
 )
 
 // TestArchiveRefusesDocumentWithoutNUL: a document whose length prefix
@@ -33,5 +38,46 @@ func TestArchiveRefusesDocumentWithoutNUL(t *testing.T) {
 			in = gz(t, b)
 		}
 		checkRefused(t, in, "does not end with a NUL byte")
+	}
+}
+
+// TestArchiveWriteRefusesBrokenFraming: Archive.Write refuses a rewritten
+// document whose framing is broken (too short, a length prefix other
+// than its size, no final NUL) instead of writing it into the archive,
+// where its CRC-64 would cover it and mongorestore would misread the
+// stream from there on.
+func TestArchiveWriteRefusesBrokenFraming(t *testing.T) {
+	good := doc(t, "_id", "a")
+	longer := slices.Clone(good)
+	longer[0]++ // the prefix claims one byte more than there is
+	shorter := append(slices.Clone(good), 0)
+	noNUL := slices.Clone(good)
+	noNUL[len(noNUL)-1] = 1
+	cases := []struct {
+		name string
+		doc  []byte
+	}{
+		{"shorter than a document", []byte{5, 0, 0}},
+		{"length prefix past the end", longer},
+		{"length prefix short of the end", shorter},
+		{"no final NUL", noNUL},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ta := &testArchive{header: doc(t, "concurrent_collections", int32(1), "version", "0.1", "server_version", "7.0.0", "tool_version", "100.9.4")}
+			ta.meta = [][]byte{metaDoc(t, "normal-oj", "user", "")}
+			ta.segs = []tseg{
+				{ns: tns{"normal-oj", "user"}, docs: [][]byte{good}},
+				{ns: tns{"normal-oj", "user"}, eof: true},
+			}
+			a := unpack(t, ta.bytes(t))
+			var out bytes.Buffer
+			err := a.Write(context.Background(), &out, map[string]dump.Rewrite{"user": func(emit func([]byte) error) error {
+				return emit(c.doc)
+			}}, nil)
+			if err == nil || !strings.Contains(err.Error(), "framing is broken") {
+				t.Errorf("Write: %v, want the broken framing refused", err)
+			}
+		})
 	}
 }
