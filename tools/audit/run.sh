@@ -9,10 +9,12 @@
 #   tools/audit/run.sh                 every patch
 #   tools/audit/run.sh 09 44-writer    the patches whose names start so
 #   AUDIT_JOBS=2 tools/audit/run.sh    two patches at a time
+#   AUDIT_REV=main tools/audit/run.sh  against another commit's tests
 set -u
 root=$(git rev-parse --show-toplevel)
 patches=$root/tools/audit/patches
 jobs=${AUDIT_JOBS:-1}
+rev=${AUDIT_REV:-HEAD}
 # Tests that check source text, not behaviour, catch nothing here
 # (AUDIT_SKIP= counts them).
 skip=${AUDIT_SKIP-^TestLeaderModelInStep$}
@@ -72,7 +74,7 @@ done
 tmp=$(mktemp -d)
 trap 'for w in "$tmp"/wt*; do git -C "$root" worktree remove --force "$w" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 for ((j = 0; j < jobs; j++)); do
-	git -C "$root" worktree add -q --detach "$tmp/wt$j" HEAD
+	git -C "$root" worktree add -q --detach "$tmp/wt$j" "$rev"
 	(for ((i = j; i < ${#sel[@]}; i += jobs)); do one "${sel[i]}" "$tmp/wt$j"; done) | tee "$tmp/out$j" &
 done
 wait
