@@ -16,18 +16,11 @@ import (
 // TestRebuildCorrectsPartlyDecodedUser: the rebuild rewrites a user
 // document whose derived fields only partly decode, and counts it as
 // drifted, even where the part that decodes equals the derived value
-// (here {1, 0, []}): the decoder's partial result is not a stored value.
+// (here {1, 0, []}, see partlyDecodedUsers): the decoder's partial
+// result is not a stored value.
 func TestRebuildCorrectsPartlyDecodedUser(t *testing.T) {
 	end := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	cases := []struct {
-		name string
-		doc  bson.Raw
-	}{
-		{"AC_problem_ids a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", int32(0), "AC_problem_ids", "none")},
-		{"AC_submission a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", "0", "AC_problem_ids", bson.A{})},
-		{"submission fractional", mtest.Raw("_id", "w", "submission", 1.5, "AC_submission", int32(0), "AC_problem_ids", bson.A{})},
-	}
-	for _, c := range cases {
+	for _, c := range partlyDecodedUsers {
 		t.Run(c.name, func(t *testing.T) {
 			if _, ok := materialize.DecodeUserStats(c.doc); ok {
 				t.Fatalf("%s decodes: not a malformed user", c.doc)

@@ -22,16 +22,7 @@ import (
 // fields, its change event, and the batch it makes.
 func TestRecomputeCorrectsPartlyDecodedUser(t *testing.T) {
 	end := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	cases := []struct {
-		name string
-		doc  bson.Raw
-	}{
-		{"AC_problem_ids a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", int32(0), "AC_problem_ids", "none")},
-		{"AC_problem_ids holding a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", int32(0), "AC_problem_ids", bson.A{"x"})},
-		{"AC_submission a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", "0", "AC_problem_ids", bson.A{})},
-		{"submission fractional", mtest.Raw("_id", "w", "submission", 1.5, "AC_submission", int32(0), "AC_problem_ids", bson.A{})},
-	}
-	for _, c := range cases {
+	for _, c := range partlyDecodedUsers {
 		t.Run(c.name, func(t *testing.T) {
 			if _, ok := materialize.DecodeUserStats(c.doc); ok {
 				t.Fatalf("%s decodes: not a malformed user", c.doc)
@@ -55,4 +46,16 @@ func TestRecomputeCorrectsPartlyDecodedUser(t *testing.T) {
 			checkConverged(t, st, "after the batch")
 		})
 	}
+}
+
+// partlyDecodedUsers are user documents of "w" whose derived fields only
+// partly decode; what does decode is {1, 0, []}.
+var partlyDecodedUsers = []struct {
+	name string
+	doc  bson.Raw
+}{
+	{"AC_problem_ids a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", int32(0), "AC_problem_ids", "none")},
+	{"AC_problem_ids holding a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", int32(0), "AC_problem_ids", bson.A{"x"})},
+	{"AC_submission a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", "0", "AC_problem_ids", bson.A{})},
+	{"submission fractional", mtest.Raw("_id", "w", "submission", 1.5, "AC_submission", int32(0), "AC_problem_ids", bson.A{})},
 }
