@@ -4,7 +4,8 @@
 # of the packages that test it (in that order, -failfast, stopping at the
 # first failure) and prints, per patch, caught (with the failing test) or
 # missed, then the total. A patch whose package does not build is
-# "unbuilt" and counted apart.
+# "unbuilt" and counted apart. Each patch's first line says what it
+# plants and why behaviour changes (no equivalent mutants).
 #
 #   tools/audit/run.sh                 every patch
 #   tools/audit/run.sh 09 44-writer    the patches whose names start so
