@@ -21,27 +21,9 @@ import (
 // value. Each case is one write by someone else to the user's derived
 // fields, its change event, and the batch it makes.
 func TestRecomputeCorrectsPartlyDecodedUser(t *testing.T) {
-	end := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	cases := []struct {
-		name string
-		doc  bson.Raw
-	}{
-		{"AC_problem_ids a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", int32(0), "AC_problem_ids", "none")},
-		{"AC_problem_ids holding a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", int32(0), "AC_problem_ids", bson.A{"x"})},
-		{"AC_submission a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", "0", "AC_problem_ids", bson.A{})},
-		{"submission fractional", mtest.Raw("_id", "w", "submission", 1.5, "AC_submission", int32(0), "AC_problem_ids", bson.A{})},
-	}
-	for _, c := range cases {
+	for _, c := range partlyDecodedUsers {
 		t.Run(c.name, func(t *testing.T) {
-			if _, ok := materialize.DecodeUserStats(c.doc); ok {
-				t.Fatalf("%s decodes: not a malformed user", c.doc)
-			}
-			st := memstore.New()
-			// w's one submission, not accepted: the derived value is
-			// {1, 0, []}, what the readable part of each case holds.
-			must(st.Load(materialize.CollSubmission, mtest.Raw("_id", bson.NewObjectIDFromTimestamp(end), "user", "w", "problem", int32(1),
-				"languageType", int32(1), "timestamp", bson.NewDateTimeFromTime(end), "status", int32(1), "score", int32(0))))
-			must(st.Load(materialize.CollUser, c.doc))
+			st := partlyDecodedStore(t, c.doc)
 			keys := materialize.Extract(materialize.Change{Collection: materialize.CollUser, Op: materialize.OpUpdate, UserID: "w",
 				Fields: []string{materialize.FieldACProblemIDs, materialize.FieldACSubmission, materialize.FieldSubmission}})
 			ctx := context.Background()
@@ -55,4 +37,32 @@ func TestRecomputeCorrectsPartlyDecodedUser(t *testing.T) {
 			checkConverged(t, st, "after the batch")
 		})
 	}
+}
+
+// partlyDecodedUsers are user documents of "w" whose derived fields only
+// partly decode; what does decode is {1, 0, []}.
+var partlyDecodedUsers = []struct {
+	name string
+	doc  bson.Raw
+}{
+	{"AC_problem_ids a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", int32(0), "AC_problem_ids", "none")},
+	{"AC_problem_ids holding a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", int32(0), "AC_problem_ids", bson.A{"x"})},
+	{"AC_submission a string", mtest.Raw("_id", "w", "submission", int32(1), "AC_submission", "0", "AC_problem_ids", bson.A{})},
+	{"submission fractional", mtest.Raw("_id", "w", "submission", 1.5, "AC_submission", int32(0), "AC_problem_ids", bson.A{})},
+}
+
+// partlyDecodedStore holds the user document doc (one of
+// partlyDecodedUsers) and w's one submission, not accepted: the derived
+// value is {1, 0, []}, what the readable part of doc holds.
+func partlyDecodedStore(t *testing.T, doc bson.Raw) *memstore.Store {
+	t.Helper()
+	if _, ok := materialize.DecodeUserStats(doc); ok {
+		t.Fatalf("%s decodes: not a malformed user", doc)
+	}
+	end := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	st := memstore.New()
+	must(st.Load(materialize.CollSubmission, mtest.Raw("_id", bson.NewObjectIDFromTimestamp(end), "user", "w", "problem", int32(1),
+		"languageType", int32(1), "timestamp", bson.NewDateTimeFromTime(end), "status", int32(1), "score", int32(0))))
+	must(st.Load(materialize.CollUser, doc))
+	return st
 }
