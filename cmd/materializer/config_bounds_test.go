@@ -43,7 +43,7 @@ func TestConfigBounds(t *testing.T) {
 			}
 		})
 	}
-	if err := checkPendingAge("--older-than", 5*time.Minute); err != nil {
+	if err := checkPendingAge("--older-than", 5*time.Minute, "MATERIALIZER_PENDING_AGE, or 30m when that is 0"); err != nil {
 		t.Errorf("--older-than 5m refused: %v", err)
 	}
 }
