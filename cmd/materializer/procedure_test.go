@@ -244,7 +244,6 @@ const nojFixtures = "../../contrib/normal-oj-backend/compose/testdata"
 // newNOJSite copies the fixtures; dry: the shim records and never renders.
 func newNOJSite(t *testing.T, dry bool) *nojSite {
 	t.Helper()
-	cleanConfigEnv(t)
 	real := []string{"none"}
 	if !dry {
 		real = composeCommand(t)
@@ -274,10 +273,17 @@ func newNOJSite(t *testing.T, dry bool) *nojSite {
 		t.Fatal(err)
 	}
 	realJSON, _ := json.Marshal(real)
+	// The site's commands read only the configuration the compose files
+	// give them, as cleanConfigEnv would leave them (without its
+	// t.Setenv, so that the sites can be built by parallel tests).
+	config := make(map[string]bool)
+	for _, k := range configVarSuffixes() {
+		config["MATERIALIZER_"+k], config[k] = true, true
+	}
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(k, "COMPOSE_"), strings.HasPrefix(k, "NOJ_"), strings.HasPrefix(k, "DOCKER_"), k == "P", k == "NEXT":
+		case config[k], strings.HasPrefix(k, "COMPOSE_"), strings.HasPrefix(k, "NOJ_"), strings.HasPrefix(k, "DOCKER_"), k == "P", k == "NEXT":
 		case k == "PATH":
 			s.env = append(s.env, "PATH="+bin+string(os.PathListSeparator)+v)
 		default:
@@ -439,6 +445,7 @@ var nojProcedures = []nojProcedure{
 // mongorestore runs only once web, sandbox and the daemon were stopped by
 // a command that succeeded; the site's deploy.sh keeps the install.
 func TestNOJProcedures(t *testing.T) {
+	t.Parallel() // a site of its own; most time is in subprocesses
 	s := newNOJSite(t, false)
 	if code, log, out := s.run(t, "./deploy.sh"); code != 0 {
 		t.Fatalf("the stock deploy.sh: exit %d\n%s\n%v", code, out, log)
@@ -557,6 +564,7 @@ func dumpJSON(v any) string {
 // restore block stops at its first failing command, and mongorestore
 // never runs.
 func TestNOJRestoreNeedsTheInstall(t *testing.T) {
+	t.Parallel() // a site of its own; most time is in subprocesses
 	for _, name := range []string{"restore from a directory", "restore from an archive"} {
 		t.Run(name, func(t *testing.T) {
 			s := newNOJSite(t, false)
@@ -587,6 +595,7 @@ func TestNOJProceduresStopAtFirstFailure(t *testing.T) {
 		}
 		seen[p.name] = true
 		t.Run(p.name, func(t *testing.T) {
+			t.Parallel() // each on a site of its own; most time is in subprocesses
 			// site: a dry site after the blocks before this one.
 			site := func() *nojSite {
 				s := newNOJSite(t, true)
