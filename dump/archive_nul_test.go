@@ -3,8 +3,6 @@ package dump_test
 import (
 	"slices"
 	"testing"
-
-	"github.com/normal-oj/noj-materializer/dump"
 )
 
 // TestArchiveRefusesDocumentWithoutNUL: a document whose length prefix
